@@ -1,0 +1,87 @@
+"""Build understudy/data/gpus.csv from ../shared/reference/gpu_specs.csv plus per-precision tensor throughputs.
+
+Tensor-core rates are not in the reference file. They are derived as SM count x boost clock x dense FLOP per clock
+per SM for the architecture and product segment, from NVIDIA's architecture whitepapers (the headline figures they
+print are reproduced by this product: RTX 3090 fp16/fp32-accumulate 71 TFLOPS, RTX 4090 165.2, A100 312, T4 65,
+RTX 2080 Ti 53.8, L4 121, RTX 5090 209.5). GeForce parts run fp16/bf16 with fp32 accumulate, and TF32, at half the
+rate of the workstation and data-center parts of the same architecture.
+
+Run: python scripts/build_catalog.py ../shared/reference/gpu_specs.csv > understudy/data/gpus.csv
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import sys
+
+WHITEPAPERS = {
+    "Pascal": "no tensor cores: fp16/bf16/tf32 fall back to the FP32 rate",
+    "Volta": "NVIDIA Tesla V100 GPU Architecture whitepaper (2017): 8 tensor cores/SM, 1024 fp16 FLOP/clk/SM",
+    "Turing": "NVIDIA Turing GPU Architecture whitepaper (2018), Table 1 and Appendix A: 1024 fp16 FLOP/clk/SM, "
+    "GeForce fp32-accumulate at half rate; no bf16/tf32",
+    "Ampere8.0": "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): 2048 fp16/bf16 and 1024 tf32 "
+    "FLOP/clk/SM",
+    "Ampere8.6": "NVIDIA Ampere GA102 GPU Architecture whitepaper (2020), Tables 1-3: 1024 fp16 FLOP/clk/SM dense, "
+    "GeForce fp32-accumulate and tf32 at half rate",
+    "Ada Lovelace": "NVIDIA Ada GPU Architecture whitepaper (2022), Table 1: 1024 fp16 FLOP/clk/SM dense, GeForce "
+    "fp32-accumulate and tf32 at half rate",
+    "Hopper": "NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022): 4096 fp16/bf16 and 2048 tf32 FLOP/clk/SM "
+    "dense (the datasheet's 989 TFLOPS uses a lower sustained clock than the boost clock used here)",
+    "Blackwell 2.0": "NVIDIA RTX Blackwell GPU Architecture whitepaper (2025), Table 1: 1024 fp16 FLOP/clk/SM dense, "
+    "GeForce fp32-accumulate and tf32 at half rate",
+}
+
+
+def rates(row: dict[str, str]) -> tuple[float, float, float, str]:
+    """(fp16, bf16, tf32) dense FLOP per clock per SM, and the source that gives them."""
+    arch, name, cc = row["architecture"], row["name"], row["compute_capability"]
+    geforce = name.startswith("GeForce")
+    half = 0.5 if geforce else 1.0
+    fp32_per_sm = float(row["fp32_tflops_boost"]) * 1e6 / (int(row["sm_count"]) * float(row["boost_clock_mhz"]))
+    if arch == "Pascal":
+        return fp32_per_sm, fp32_per_sm, fp32_per_sm, WHITEPAPERS["Pascal"]
+    if arch == "Turing" and row["gpu_chip"] == "TU116":
+        return 2 * fp32_per_sm, fp32_per_sm, fp32_per_sm, "TU116 has no tensor cores; fp16 runs at twice FP32 rate"
+    if arch == "Volta":
+        return 1024, fp32_per_sm, fp32_per_sm, WHITEPAPERS["Volta"]
+    if arch == "Turing":
+        return 1024 * half, fp32_per_sm, fp32_per_sm, WHITEPAPERS["Turing"]
+    if arch == "Ampere" and cc == "8.0":
+        return 2048, 2048, 1024, WHITEPAPERS["Ampere8.0"]
+    if arch == "Ampere":
+        return 1024 * half, 1024 * half, 512 * half, WHITEPAPERS["Ampere8.6"]
+    if arch == "Hopper":
+        return 4096, 4096, 2048, WHITEPAPERS["Hopper"]
+    if arch in ("Ada Lovelace", "Blackwell 2.0"):
+        return 1024 * half, 1024 * half, 512 * half, WHITEPAPERS[arch]
+    raise SystemExit(f"no tensor rates for architecture {arch!r} ({name})")
+
+
+def slug(name: str) -> str:
+    short = re.sub(r"^(GeForce|NVIDIA Tesla|NVIDIA)\s+", "", name)
+    return re.sub(r"[^a-z0-9]+", "-", short.lower()).strip("-")
+
+
+def main(path: str) -> None:
+    rows = list(csv.DictReader(open(path, newline="")))
+    extra = ["id", "fp16_tensor_tflops", "bf16_tensor_tflops", "tf32_tensor_tflops", "tensor_source"]
+    out = csv.DictWriter(sys.stdout, fieldnames=["id", *rows[0].keys(), *extra[1:]], lineterminator="\n")
+    out.writeheader()
+    for row in rows:
+        fp16, bf16, tf32, source = rates(row)
+        tflops_per_rate = int(row["sm_count"]) * float(row["boost_clock_mhz"]) / 1e6
+        out.writerow(
+            {
+                "id": slug(row["name"]),
+                **row,
+                "fp16_tensor_tflops": round(fp16 * tflops_per_rate, 2),
+                "bf16_tensor_tflops": round(bf16 * tflops_per_rate, 2),
+                "tf32_tensor_tflops": round(tf32 * tflops_per_rate, 2),
+                "tensor_source": source,
+            }
+        )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

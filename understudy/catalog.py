@@ -1,0 +1,189 @@
+"""The target catalog: GPU specifications with sources, lookup by id or alias, and user-defined targets."""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import re
+from functools import lru_cache
+from importlib import resources
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from understudy.errors import UnknownTarget
+from understudy.workload import sha256_of
+
+# Dense FLOP per clock per SM assumed for a user-defined target that gives no throughputs: a GeForce Ampere/Ada
+# SM (128 FP32 lanes; fp16 tensor with fp32 accumulate at 512/clk), the most common consumer design.
+DEFAULT_FP32_FLOP_PER_CLK_SM = 256.0
+DEFAULT_TENSOR_FLOP_PER_CLK_SM = 512.0
+
+
+class TargetSpec(BaseModel):
+    """One GPU as the estimators see it. Throughputs are dense peak figures at the boost clock."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1, max_length=80, pattern=r"^[a-z0-9][a-z0-9._-]*$", examples=["rtx-3090"])
+    name: str = Field(min_length=1, max_length=120, examples=["GeForce RTX 3090"])
+    architecture: str = Field(default="unknown", max_length=60)
+    compute_capability: str = Field(default="", max_length=8)
+    sm_count: int = Field(ge=1, le=1024)
+    boost_clock_mhz: float = Field(ge=100, le=5000)
+    memory_size_gb: float = Field(gt=0.25, le=4096)
+    memory_bandwidth_gbps: float = Field(ge=10, le=100_000)
+    l2_cache_mb: float = Field(default=4.0, gt=0, le=4096)
+    fp32_tflops: float | None = Field(default=None, gt=0, le=10_000)
+    fp16_tensor_tflops: float | None = Field(default=None, gt=0, le=100_000)
+    bf16_tensor_tflops: float | None = Field(default=None, gt=0, le=100_000)
+    tf32_tensor_tflops: float | None = Field(default=None, gt=0, le=100_000)
+    source: str = Field(default="user-defined", max_length=2000)
+    tensor_source: str = Field(default="user-defined", max_length=2000)
+    origin: Literal["catalog", "inline"] = "inline"
+
+    @model_validator(mode="after")
+    def _fill_throughputs(self) -> TargetSpec:
+        # A spec without throughputs gets the common consumer design's rates, so every target can be estimated.
+        per_clock = self.sm_count * self.boost_clock_mhz / 1e6
+        defaults = {
+            "fp32_tflops": per_clock * DEFAULT_FP32_FLOP_PER_CLK_SM,
+            "fp16_tensor_tflops": per_clock * DEFAULT_TENSOR_FLOP_PER_CLK_SM,
+            "bf16_tensor_tflops": per_clock * DEFAULT_TENSOR_FLOP_PER_CLK_SM,
+            "tf32_tensor_tflops": per_clock * DEFAULT_TENSOR_FLOP_PER_CLK_SM / 2,
+        }
+        for key, value in defaults.items():
+            if getattr(self, key) is None:
+                object.__setattr__(self, key, round(value, 3))
+        return self
+
+    def digest(self) -> str:
+        """A hash of everything an estimator reads, so an edited spec never hits a stale cache entry."""
+        return sha256_of(self.model_dump(mode="json", exclude={"source", "tensor_source", "origin"}))
+
+    def tensor_tflops(self, precision: str) -> float:
+        """Peak tensor-core rate for the matrix math of a precision (fp32 convolutions may use TF32)."""
+        if precision in ("amp-bf16", "bf16"):
+            return float(self.bf16_tensor_tflops or 0)
+        if precision == "fp32":
+            return float(self.tf32_tensor_tflops or 0)
+        return float(self.fp16_tensor_tflops or 0)
+
+
+def _normalise(text: str) -> str:
+    text = re.sub(r"^(geforce|nvidia tesla|nvidia|tesla)\s+", "", text.strip().lower())
+    return re.sub(r"[^a-z0-9]+", "", text)
+
+
+def _base(name: str) -> str:
+    """The name without its parenthesised variant: 'GeForce RTX 3060 (12 GB)' -> 'rtx3060'."""
+    return _normalise(re.sub(r"\(.*?\)", "", name))
+
+
+class Catalog:
+    """Targets by id, with case- and punctuation-insensitive lookup by name or alias."""
+
+    def __init__(self, targets: list[TargetSpec]) -> None:
+        self._targets = {target.id: target for target in targets}
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._targets.values())
+
+    def __len__(self) -> int:
+        return len(self._targets)
+
+    def ids(self) -> list[str]:
+        return list(self._targets)
+
+    def get(self, query: str) -> TargetSpec:
+        """The one target a name means; UnknownTarget lists the candidates when none or several match."""
+        if query in self._targets:
+            return self._targets[query]
+        key = _normalise(query)
+        if not key:
+            raise UnknownTarget("empty target name")
+        stages = (
+            lambda t: _normalise(t.id) == key or _normalise(t.name) == key,
+            lambda t: _base(t.name) == key,
+            lambda t: _normalise(t.name).startswith(key) or _normalise(t.id).startswith(key),
+        )
+        for matches in stages:
+            found = [target for target in self._targets.values() if matches(target)]
+            if len(found) == 1:
+                return found[0]
+            if len(found) > 1:
+                names = [f"{t.id} ({t.name})" for t in found]
+                raise UnknownTarget(f"target {query!r} is ambiguous; candidates: {', '.join(names)}", names)
+        close = difflib.get_close_matches(key, [_normalise(t.name) for t in self._targets.values()], n=5, cutoff=0.5)
+        names = [f"{t.id} ({t.name})" for t in self._targets.values() if _normalise(t.name) in close]
+        hint = f"; did you mean: {', '.join(names)}" if names else "; `understudy targets` lists the catalog"
+        raise UnknownTarget(f"unknown target {query!r}{hint}", names)
+
+    def find_by_device_name(self, device_name: str, memory_gb: float | None = None) -> TargetSpec | None:
+        """The catalog entry for a host GPU as NVML names it ('NVIDIA H200', 'NVIDIA GeForce RTX 4090')."""
+        key = _normalise(device_name)
+        found = [t for t in self._targets.values() if _normalise(t.name).startswith(key) or _base(t.name) == key]
+        if len(found) > 1 and memory_gb is not None:
+            found.sort(key=lambda t: abs(t.memory_size_gb - memory_gb))
+        return found[0] if found else None
+
+
+@lru_cache(maxsize=1)
+def catalog() -> Catalog:
+    """The packaged catalog (understudy/data/gpus.csv, built by scripts/build_catalog.py)."""
+    text = resources.files("understudy.data").joinpath("gpus.csv").read_text()
+    targets = []
+    for row in csv.DictReader(text.splitlines()):
+        targets.append(
+            TargetSpec(
+                id=row["id"],
+                name=row["name"],
+                architecture=row["architecture"],
+                compute_capability=row["compute_capability"],
+                sm_count=int(row["sm_count"]),
+                boost_clock_mhz=float(row["boost_clock_mhz"]),
+                memory_size_gb=float(row["memory_size_gb"]),
+                memory_bandwidth_gbps=float(row["memory_bandwidth_gbps"]),
+                l2_cache_mb=float(row["l2_cache_mb"]),
+                fp32_tflops=float(row["fp32_tflops_boost"]),
+                fp16_tensor_tflops=float(row["fp16_tensor_tflops"]),
+                bf16_tensor_tflops=float(row["bf16_tensor_tflops"]),
+                tf32_tensor_tflops=float(row["tf32_tensor_tflops"]),
+                source=row["source"],
+                tensor_source=row["tensor_source"],
+                origin="catalog",
+            )
+        )
+    return Catalog(targets)
+
+
+class InlineTarget(BaseModel):
+    """A user-defined target: at least SM count, boost clock, memory bandwidth and memory size."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=120, examples=["My RTX 3060 laptop"])
+    sm_count: int = Field(ge=1, le=1024)
+    boost_clock_mhz: float = Field(ge=100, le=5000)
+    memory_bandwidth_gbps: float = Field(ge=10, le=100_000)
+    memory_size_gb: float = Field(gt=0.25, le=4096)
+    l2_cache_mb: float = Field(default=4.0, gt=0, le=4096)
+    architecture: str = Field(default="unknown", max_length=60)
+    fp32_tflops: float | None = Field(default=None, gt=0, le=10_000)
+    fp16_tensor_tflops: float | None = Field(default=None, gt=0, le=100_000)
+    bf16_tensor_tflops: float | None = Field(default=None, gt=0, le=100_000)
+    tf32_tensor_tflops: float | None = Field(default=None, gt=0, le=100_000)
+
+    def to_spec(self) -> TargetSpec:
+        data = self.model_dump()
+        provisional = TargetSpec(id="inline", origin="inline", **data)
+        return provisional.model_copy(update={"id": "inline-" + provisional.digest()[:12]})
+
+
+def resolve_target(item: str | InlineTarget | TargetSpec) -> TargetSpec:
+    """A catalog id/alias or an inline spec, as a TargetSpec."""
+    if isinstance(item, TargetSpec):
+        return item
+    if isinstance(item, InlineTarget):
+        return item.to_spec()
+    return catalog().get(item)

@@ -1,0 +1,107 @@
+"""The `understudy` command line: predict in-process (SQLite cache), list targets, and run the service parts."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from understudy.catalog import catalog, resolve_target
+from understudy.errors import UnderstudyError
+from understudy.settings import get_settings
+
+cli = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+console = Console(stderr=True)
+
+
+def _fail(message: str) -> None:
+    console.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(2)
+
+
+@cli.command()
+def predict(
+    model: Annotated[str, typer.Argument(help="a timm model name")],
+    targets: Annotated[str, typer.Option("--targets", "-t", help="comma-separated catalog ids or names")],
+    batch_size: Annotated[int, typer.Option("--batch-size", "-b")] = 32,
+    resolution: Annotated[int, typer.Option("--resolution", "-r")] = 224,
+    precision: Annotated[str, typer.Option(help="fp32|amp-fp16|amp-bf16|fp16|bf16")] = "amp-fp16",
+    mode: Annotated[str, typer.Option(help="train|infer")] = "train",
+    optimizer: Annotated[str, typer.Option(help="none|sgd|sgd-nesterov|adamw")] = "sgd",
+    memory_format: Annotated[str, typer.Option("--memory-format", help="nchw|nhwc")] = "nchw",
+    estimator: Annotated[Optional[str], typer.Option(help="spec|flops|analytic|hostaware")] = None,
+    sm_mechanism: Annotated[Optional[str], typer.Option(help="green-context|mps (spec estimator)")] = None,
+    gpu: Annotated[int, typer.Option(help="GPU index")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
+    database_url: Annotated[Optional[str], typer.Option(envvar="DATABASE_URL", help="cache database")] = None,
+) -> None:
+    """Predict MODEL's step time on each target, measuring on this machine's GPU (or counting, without one)."""
+    from pydantic import ValidationError
+
+    from understudy.store.db import init_sqlite
+    from understudy.workload import Workload
+    from worker.engine import Engine, describe
+    from worker.local import predict_cached
+
+    settings = get_settings()
+    if sm_mechanism:
+        settings = settings.model_copy(update={"sm_mechanism": sm_mechanism})
+    try:
+        workload = Workload(model=model, mode=mode, batch_size=batch_size, resolution=resolution,  # type: ignore[arg-type]
+                            precision=precision, optimizer=optimizer, memory_format=memory_format)  # type: ignore[arg-type]
+        specs = [resolve_target(name.strip()) for name in targets.split(",") if name.strip()]
+        engine = Engine(settings, gpu_index=gpu)
+        if not engine.host.has_gpu and estimator is None:
+            console.print(f"[yellow]{engine.host.note}[/yellow]; using the analytic estimator")
+        db = init_sqlite(database_url or settings.database_url)
+        with console.status("predicting...") as status:
+            rows = predict_cached(engine, db, workload, specs, estimator,
+                                  progress=lambda text: status.update(text))
+    except ValidationError as exc:
+        _fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
+        return
+    except UnderstudyError as exc:
+        _fail(str(exc))
+        return
+    if as_json:
+        out = [{**result.model_dump(mode="json"), "cached": cached} for result, cached in rows]
+        sys.stdout.write(json.dumps({"workload": workload.canonical(), "host": engine.host.model_dump(mode="json"),
+                                     "predictions": out}, indent=2) + "\n")
+        return
+    table = Table(title=f"{workload.label} on {engine.host.gpu_name or 'no GPU'}")
+    for column in ("target", "predicted ms", "samples/s", "host setting", "oom", "estimator", "cached"):
+        table.add_column(column)
+    for spec, (result, cached) in zip(specs, rows, strict=True):
+        latency = f"{result.latency_ms:.2f}" if result.latency_ms else (result.error or result.status.value)
+        rate = f"{result.samples_per_s:.0f}" if result.samples_per_s else "-"
+        table.add_row(spec.name, latency, rate, describe(result.host_setting), "yes" if result.status == "oom" else "",
+                      f"{result.estimator}@{result.estimator_version}", "yes" if cached else "")
+    Console().print(table)
+
+
+@cli.command()
+def targets(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List the target catalog."""
+    specs = list(catalog())
+    if as_json:
+        sys.stdout.write(json.dumps([s.model_dump(mode="json") for s in specs], indent=2) + "\n")
+        return
+    table = Table(title=f"{len(specs)} targets")
+    for column in ("id", "name", "arch", "SMs", "boost MHz", "GB", "GB/s", "FP32 TF", "FP16 tensor TF"):
+        table.add_column(column)
+    for s in specs:
+        table.add_row(s.id, s.name, s.architecture, str(s.sm_count), f"{s.boost_clock_mhz:g}", f"{s.memory_size_gb:g}",
+                      f"{s.memory_bandwidth_gbps:g}", f"{s.fp32_tflops:g}", f"{s.fp16_tensor_tflops:g}")
+    Console().print(table)
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

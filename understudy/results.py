@@ -1,0 +1,102 @@
+"""What a prediction says and how it was made: status, host setting, timing, host identity."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Status(StrEnum):
+    queued = "queued"
+    running = "running"
+    done = "done"
+    oom = "oom"
+    failed = "failed"
+
+    @property
+    def final(self) -> bool:
+        return self in (Status.done, Status.oom, Status.failed)
+
+
+SmMechanism = Literal["green-context", "mps", "none"]
+ClockMode = Literal["locked", "emulated", "none"]
+TimingMode = Literal["graph", "eager", "none"]
+
+
+class HostSetting(BaseModel):
+    """How the host GPU was set to stand in for a target. Two targets with equal settings share one measurement."""
+
+    model_config = ConfigDict(frozen=True)
+
+    sm_count: int | None = Field(default=None, description="SMs the workload ran on; None: all of the host's")
+    sm_mechanism: SmMechanism = "none"
+    clock_mhz: float | None = Field(default=None, description="core clock the time stands for")
+    clock_mode: ClockMode = "none"
+    memory_cap_gb: float | None = None
+    profile: bool = Field(default=False, description="also split device time by kernel class")
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return (self.sm_count, self.sm_mechanism, self.clock_mhz, self.clock_mode, self.memory_cap_gb, self.profile)
+
+
+class Measurement(BaseModel):
+    """One timed run of a workload on the host under one setting."""
+
+    status: Literal["done", "oom", "failed"] = "done"
+    min_ms: float | None = None
+    median_ms: float | None = None
+    spread_ms: float | None = Field(default=None, description="max minus min of the per-window step times")
+    windows: int = 0
+    timing_mode: TimingMode = "none"
+    observed_clock_mhz: float | None = None
+    peak_memory_gb: float | None = None
+    kernel_ms: dict[str, float] = Field(default_factory=dict, description="device time per kernel class")
+    error: str | None = None
+    wall_s: float | None = None
+
+
+class HostInfo(BaseModel):
+    """The machine a prediction was made on, as the host probe saw it."""
+
+    gpu_name: str | None = None
+    gpu_count: int = 0
+    sm_count: int | None = None
+    max_sm_clock_mhz: float | None = None
+    current_sm_clock_mhz: float | None = None
+    supported_clocks_mhz: list[float] = Field(default_factory=list)
+    memory_gb: float | None = None
+    driver: str | None = None
+    compute_capability: str | None = None
+    torch: str | None = None
+    cuda: str | None = None
+    cudnn: str | None = None
+    timm: str | None = None
+    fingerprint: str = "cpu"
+    note: str | None = None
+
+    @property
+    def has_gpu(self) -> bool:
+        return self.gpu_name is not None
+
+
+class PredictionResult(BaseModel):
+    """A prediction for one workload on one target by one estimator."""
+
+    workload_digest: str
+    target_id: str
+    estimator: str
+    estimator_version: str
+    status: Status
+    latency_ms: float | None = Field(default=None, description="predicted step time (the minimum over windows)")
+    median_ms: float | None = None
+    spread_ms: float | None = None
+    samples_per_s: float | None = None
+    host_setting: HostSetting | None = None
+    timing_mode: TimingMode = "none"
+    host_fingerprint: str = "cpu"
+    host_name: str | None = None
+    error: str | None = None
+    details: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,94 @@
+"""SQLAlchemy 2 models. The predictions table is the ledger: a row exists before anything is queued."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON}
+
+
+class Prediction(Base):
+    __tablename__ = "predictions"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    cache_key: Mapped[str] = mapped_column(String(64), unique=True)
+    request_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    workload_digest: Mapped[str] = mapped_column(String(64), index=True)
+    workload: Mapped[dict[str, Any]]
+    model: Mapped[str] = mapped_column(String(200), index=True)
+    target_id: Mapped[str] = mapped_column(String(80), index=True)
+    target: Mapped[dict[str, Any]]
+    estimator: Mapped[str] = mapped_column(String(40), index=True)
+    estimator_version: Mapped[str] = mapped_column(String(20))
+    host_class: Mapped[str] = mapped_column(String(80), index=True)
+    host_fingerprint: Mapped[str | None] = mapped_column(String(80))
+    host_name: Mapped[str | None] = mapped_column(String(120))
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    latency_ms: Mapped[float | None] = mapped_column(Float)
+    median_ms: Mapped[float | None] = mapped_column(Float)
+    spread_ms: Mapped[float | None] = mapped_column(Float)
+    samples_per_s: Mapped[float | None] = mapped_column(Float)
+    host_setting: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    timing_mode: Mapped[str | None] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text)
+    details: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    job_id: Mapped[str | None] = mapped_column(String(64))
+    attempts: Mapped[int] = mapped_column(default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (Index("ix_predictions_status_created", "status", "created_at"),)
+
+
+class ApiKey(Base):
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(120))
+    prefix: Mapped[str] = mapped_column(String(16), index=True)
+    key_hash: Mapped[str] = mapped_column(String(128), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Host(Base):
+    """A worker's GPU as its last heartbeat described it."""
+
+    __tablename__ = "hosts"
+
+    id: Mapped[str] = mapped_column(String(120), primary_key=True)
+    host_class: Mapped[str] = mapped_column(String(80), index=True)
+    gpu_name: Mapped[str | None] = mapped_column(String(120))
+    fingerprint: Mapped[str] = mapped_column(String(80))
+    info: Mapped[dict[str, Any]]
+    last_heartbeat: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Calibration(Base):
+    """A user's measured latencies for one target, which the calibrated estimator fits."""
+
+    __tablename__ = "calibrations"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    target_id: Mapped[str] = mapped_column(String(80), index=True)
+    base_estimator: Mapped[str] = mapped_column(String(40))
+    points: Mapped[dict[str, Any]]
+    parameters: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_by: Mapped[str | None] = mapped_column(String(32), ForeignKey("api_keys.id"))

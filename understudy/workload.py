@@ -1,0 +1,133 @@
+"""The workload spec: what to time (a timm model's training step or forward pass), its canonical form and digest."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from understudy.errors import InvalidWorkload
+
+Mode = Literal["train", "infer"]
+Precision = Literal["fp32", "amp-fp16", "amp-bf16", "fp16", "bf16"]
+MemoryFormat = Literal["nchw", "nhwc"]
+OptimizerName = Literal["none", "sgd", "sgd-nesterov", "adamw"]
+
+# Hyper-parameters each optimizer gets when the user leaves them out. They matter for the canonical form (a
+# workload written with or without the defaults is the same workload) and barely for timing.
+OPTIMIZER_DEFAULTS: dict[str, dict[str, float]] = {
+    "none": {},
+    "sgd": {"lr": 0.1, "momentum": 0.9, "weight_decay": 1e-4},
+    "sgd-nesterov": {"lr": 1e-4, "momentum": 0.9, "weight_decay": 0.0},
+    "adamw": {"lr": 1e-3, "weight_decay": 0.05},
+}
+
+MAX_PIXELS_SIDE = 4096
+
+
+@lru_cache(maxsize=1)
+def timm_model_names() -> frozenset[str]:
+    """Names in timm's registry, read from a list generated from timm so that validation needs no torch."""
+    text = resources.files("understudy.data").joinpath("timm_models.txt").read_text()
+    return frozenset(line.strip() for line in text.splitlines() if line.strip())
+
+
+def check_model_name(name: str) -> str:
+    names = timm_model_names()
+    if name in names:
+        return name
+    close = difflib.get_close_matches(name, sorted(names), n=5, cutoff=0.6)
+    hint = f"; close matches: {', '.join(close)}" if close else ""
+    raise InvalidWorkload(f"unknown timm model {name!r}{hint}", field="model")
+
+
+class Workload(BaseModel):
+    """One step of a timm model: a training step (forward, cross-entropy, backward, optimizer) or a forward pass."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(examples=["resnet50"], description="a name in timm.list_models()")
+    mode: Mode = "train"
+    batch_size: int = Field(default=32, ge=1, le=4096)
+    resolution: tuple[int, int] = Field(default=(224, 224), description="square side or [height, width]")
+    in_chans: int = Field(default=3, ge=1, le=64)
+    num_classes: int = Field(default=1000, ge=1, le=100_000)
+    precision: Precision = "amp-fp16"
+    memory_format: MemoryFormat = "nchw"
+    optimizer: OptimizerName = "sgd"
+    lr: float | None = Field(default=None, gt=0, le=100)
+    momentum: float | None = Field(default=None, ge=0, lt=1)
+    weight_decay: float | None = Field(default=None, ge=0, le=10)
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        try:
+            return check_model_name(value)
+        except InvalidWorkload as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("resolution", mode="before")
+    @classmethod
+    def _square(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = (value, value)
+        if isinstance(value, (list, tuple)) and len(value) == 2:
+            for side in value:
+                if not isinstance(side, int) or isinstance(side, bool) or not 8 <= side <= MAX_PIXELS_SIDE:
+                    raise ValueError(f"each side of the resolution must be an integer from 8 to {MAX_PIXELS_SIDE}")
+        return value
+
+    @model_validator(mode="after")
+    def _fill_optimizer(self) -> Workload:
+        # Inference has no optimizer; training fills the optimizer's defaults so the canonical form is unique.
+        optimizer = self.optimizer if self.mode == "train" else "none"
+        defaults = OPTIMIZER_DEFAULTS[optimizer]
+        given = {"lr": self.lr, "momentum": self.momentum, "weight_decay": self.weight_decay}
+        if optimizer in ("none", "adamw") and self.momentum is not None and self.mode == "train":
+            raise ValueError(f"optimizer {optimizer!r} takes no momentum")
+        filled = {key: (given[key] if given[key] is not None else defaults.get(key)) for key in given}
+        if optimizer == "none":
+            filled = {key: None for key in given}
+        object.__setattr__(self, "optimizer", optimizer)
+        for key, value in filled.items():
+            object.__setattr__(self, key, value)
+        return self
+
+    def canonical(self) -> dict[str, Any]:
+        """The workload as a plain dict with every default spelled out and nothing optional left as None."""
+        data = self.model_dump(mode="json")
+        data["resolution"] = list(self.resolution)
+        return {key: value for key, value in data.items() if value is not None}
+
+    def digest(self) -> str:
+        return sha256_of(self.canonical())
+
+    @property
+    def label(self) -> str:
+        h, w = self.resolution
+        side = str(h) if h == w else f"{h}x{w}"
+        return f"{self.model} {self.mode} {self.precision} b{self.batch_size} {side}px"
+
+
+def sha256_of(data: Any) -> str:
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def workload_from_row(row: dict[str, str]) -> Workload:
+    """A workload from one ground-truth row (../shared/groundtruth format)."""
+    return Workload(
+        model=row["model"],
+        mode=row["mode"],  # type: ignore[arg-type]
+        batch_size=int(row["batch_size"]),
+        resolution=int(row["resolution"]),  # type: ignore[arg-type]
+        precision=row["precision"],  # type: ignore[arg-type]
+        memory_format=row.get("memory_format") or "nchw",  # type: ignore[arg-type]
+        optimizer=row.get("optimizer") or "none",  # type: ignore[arg-type]
+    )

@@ -1,0 +1,86 @@
+"""The bench: time a workload on the host under a HostSetting, applying and releasing the restrictions it names.
+
+One bench holds one workload; equal settings are measured once, so targets that map to the same setting share a
+measurement. Green contexts run in this process; MPS settings run in a child per SM share under our own daemon.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import ExitStack
+from typing import Any
+
+from understudy.errors import RestrictionError
+from understudy.results import HostInfo, HostSetting, Measurement
+from understudy.settings import Settings
+from understudy.workload import Workload
+from worker import restrict
+from worker.mapping import mps_percentage
+
+
+class Bench:
+    def __init__(self, workload: Workload, host: HostInfo, settings: Settings, gpu_index: int = 0,
+                 nvml: Any | None = None) -> None:
+        self.workload = workload
+        self.host = host
+        self.settings = settings
+        self.gpu_index = gpu_index
+        self.nvml = nvml
+        self._done: dict[tuple[Any, ...], Measurement] = {}
+        self._mps: restrict.MpsDaemon | None = None
+
+    def measure(self, setting: HostSetting) -> Measurement:
+        if setting.key not in self._done:
+            self._done[setting.key] = self._measure(setting)
+        return self._done[setting.key]
+
+    def close(self) -> None:
+        if self._mps is not None:
+            self._mps.stop()
+            self._mps = None
+
+    def __enter__(self) -> Bench:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _clock_reader(self) -> Callable[[], float] | None:
+        if self.nvml is None:
+            return None
+        nvml, handle = self.nvml, self.nvml.nvmlDeviceGetHandleByIndex(self.gpu_index)
+        return lambda: float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
+
+    def _measure(self, setting: HostSetting) -> Measurement:
+        from worker.timing import measure
+
+        timing = {"windows": self.settings.timed_windows, "window_ms": self.settings.window_ms,
+                  "profile": setting.profile}
+        try:
+            with ExitStack() as stack:
+                if setting.clock_mode == "locked" and setting.clock_mhz is not None:
+                    if self.nvml is None:
+                        raise RestrictionError("a clock lock needs NVML")
+                    handle = self.nvml.nvmlDeviceGetHandleByIndex(self.gpu_index)
+                    stack.enter_context(restrict.clock_lock(self.nvml, handle, setting.clock_mhz))
+                if setting.sm_mechanism == "mps" and setting.sm_count is not None:
+                    return self._measure_mps(setting, timing)
+                stack.enter_context(restrict.memory_cap(setting.memory_cap_gb, self.gpu_index))
+                stream = None
+                if setting.sm_mechanism == "green-context" and setting.sm_count is not None:
+                    stream = stack.enter_context(restrict.green_context(setting.sm_count, self.gpu_index))
+                return measure(self.workload, self.gpu_index, stream=stream, clock_reader=self._clock_reader(),
+                               **timing)
+        except RestrictionError as exc:
+            return Measurement(status="failed", error=str(exc))
+
+    def _measure_mps(self, setting: HostSetting, timing: dict[str, Any]) -> Measurement:
+        if self._mps is None:
+            self._mps = restrict.MpsDaemon(self.settings.mps_control)
+            self._mps.start()
+        percentage, _ = mps_percentage(setting.sm_count or 0, self.host.sm_count or 1)
+        request = {"workload": self.workload.canonical(), "memory_cap_gb": setting.memory_cap_gb, **timing}
+        result = restrict.run_mps_child(self._mps, percentage, request, self.settings.job_timeout_s, self.gpu_index)
+        if result.observed_clock_mhz is None and (reader := self._clock_reader()) is not None:
+            result = result.model_copy(update={"observed_clock_mhz": reader()})
+        return result

@@ -1,0 +1,161 @@
+"""Counting a workload's work without a GPU: every device kernel of one step traced on the meta device.
+
+Each aten op the step dispatches becomes an OpCount with its kind (what unit limits it), FLOPs and bytes moved
+(its tensor inputs read once, outputs written once). Views move nothing and launch nothing. The analytic and
+host-aware estimators turn these counts into time on any GPU from its specifications.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import flop_registry
+
+from understudy.workload import Workload
+
+OpKind = Literal["tensor", "matmul32", "depthwise", "memory"]
+KINDS: tuple[OpKind, ...] = ("tensor", "matmul32", "depthwise", "memory")
+
+aten = torch.ops.aten
+_CONV = {aten.convolution.default, aten.convolution_backward.default, aten._convolution.default}
+_MATMUL = {
+    aten.mm.default,
+    aten.addmm.default,
+    aten.bmm.default,
+    aten.baddbmm.default,
+    aten._scaled_dot_product_efficient_attention.default,
+    aten._scaled_dot_product_flash_attention.default,
+    aten._scaled_dot_product_cudnn_attention.default,
+    aten._scaled_dot_product_efficient_attention_backward.default,
+    aten._scaled_dot_product_flash_attention_backward.default,
+    aten._scaled_dot_product_cudnn_attention_backward.default,
+}
+# Ops that only read metadata or allocate: no kernel worth counting.
+_FREE = {aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.default, aten.lift_fresh.default}
+
+
+@dataclass
+class KindTotals:
+    flops: float = 0.0
+    bytes: float = 0.0
+    ops: int = 0
+
+
+@dataclass
+class WorkloadCounts:
+    """Per-kind totals and the per-op list of one step."""
+
+    kinds: dict[str, KindTotals] = field(default_factory=dict)
+    # (kind, flops, bytes) per kernel, kept for the roofline (max of compute and memory time is per op).
+    ops: list[tuple[str, float, float]] = field(default_factory=list)
+    param_bytes: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kinds": {k: asdict(v) for k, v in self.kinds.items()},
+            "ops": self.ops,
+            "param_bytes": self.param_bytes,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> WorkloadCounts:
+        return cls(
+            kinds={k: KindTotals(**v) for k, v in data["kinds"].items()},
+            ops=[tuple(op) for op in data["ops"]],  # type: ignore[misc]
+            param_bytes=data["param_bytes"],
+        )
+
+
+def _nbytes(values: Any) -> int:
+    flat, _ = tree_flatten(values)
+    return sum(t.numel() * t.element_size() for t in flat if isinstance(t, torch.Tensor))
+
+
+def _kind(func: Any, args: tuple[Any, ...], compute_dtype: torch.dtype) -> OpKind:
+    if func in _CONV:
+        weight = args[1] if func is not aten.convolution_backward.default else args[2]
+        groups = args[8] if func is not aten.convolution_backward.default else args[9]
+        # Depthwise and thin grouped convolutions run on the plain FP32/FP16 lanes, not on tensor cores.
+        if groups > 1 and weight.shape[1] <= 4:
+            return "depthwise"
+        return "tensor"
+    if func in _MATMUL:
+        # PyTorch's default keeps fp32 matmuls off TF32 (convolutions may use it): they run on the FP32 lanes.
+        return "tensor" if compute_dtype != torch.float32 else "matmul32"
+    return "memory"
+
+
+class _CountingMode(TorchDispatchMode):
+    def __init__(self, compute_dtype: torch.dtype) -> None:
+        super().__init__()
+        self.compute_dtype = compute_dtype
+        self.ops: list[tuple[str, float, float]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if func.is_view or func in _FREE or func._overloadpacket in (aten.detach, aten.alias):
+            return out
+        packet = func._overloadpacket
+        moved = float(_nbytes(args) + _nbytes(kwargs) + _nbytes(out))
+        if moved == 0:
+            return out
+        kind = _kind(func, args, self.compute_dtype)
+        if kind == "depthwise":
+            flops = _depthwise_flops(func, args, out)
+        else:
+            flops = float(flop_registry[packet](*args, **kwargs, out_val=out)) if packet in flop_registry else 0.0
+        if kind == "memory":
+            # Elementwise work is priced by bytes; its FLOPs would only mislead the roofline.
+            flops = 0.0
+        self.ops.append((kind, flops, moved))
+        return out
+
+
+def _depthwise_flops(func: Any, args: tuple[Any, ...], out: Any) -> float:
+    """2 x output elements x kernel taps per output (torch's conv formula ignores groups in backward)."""
+    if func is aten.convolution_backward.default:
+        grad_out, weight, mask = args[0], args[2], args[10]
+        taps = weight[0].numel()
+        return 2.0 * grad_out.numel() * taps * sum(1 for m in mask[:2] if m)
+    weight = args[1]
+    return 2.0 * out.numel() * weight[0].numel()
+
+
+def count_workload(workload: Workload) -> WorkloadCounts:
+    """Trace one step of the workload on the meta device (no memory, no GPU) and count it."""
+    from worker.workloads import make_optimizer, make_step, resolve_precision
+
+    precision = resolve_precision(workload.precision)
+    # Autocast does not act on meta tensors: model the mixed-precision step as one in its compute dtype.
+    counted = workload if precision.amp_dtype is None else workload.model_copy(update={"precision": _pure(workload)})
+    step = make_step(counted, "meta")
+    mode = _CountingMode(precision.compute_dtype)
+    with mode:
+        step.run()
+    params = list(step.model.parameters())
+    param_bytes = float(sum(p.numel() * p.element_size() for p in params))
+    ops = mode.ops
+    if precision.amp_dtype is not None and workload.mode == "train":
+        # AMP keeps fp32 master weights: the optimizer reads and writes fp32 state, twice the traced bytes.
+        ops = [(k, f, b * 2 if k == "memory" and _is_optimizer_sized(b, param_bytes) else b) for k, f, b in ops]
+    del make_optimizer
+    totals: dict[str, KindTotals] = defaultdict(KindTotals)
+    for kind, flops, moved in ops:
+        totals[kind].flops += flops
+        totals[kind].bytes += moved
+        totals[kind].ops += 1
+    return WorkloadCounts(kinds=dict(totals), ops=ops, param_bytes=param_bytes)
+
+
+def _pure(workload: Workload) -> str:
+    return "bf16" if workload.precision == "amp-bf16" else "fp16"
+
+
+def _is_optimizer_sized(moved: float, param_bytes: float) -> bool:
+    return moved >= param_bytes

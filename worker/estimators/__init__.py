@@ -1,0 +1,24 @@
+"""The estimators by name. Each records its name and version on every prediction it makes."""
+
+from __future__ import annotations
+
+from understudy.errors import UnknownEstimator
+from worker.estimators.analytic import AnalyticEstimator
+from worker.estimators.base import Estimator
+from worker.estimators.flops import FlopsEstimator
+from worker.estimators.hostaware import HostAwareEstimator
+from worker.estimators.spec import SpecEstimator
+
+ESTIMATORS: dict[str, type[Estimator]] = {
+    cls.name: cls for cls in (SpecEstimator, FlopsEstimator, AnalyticEstimator, HostAwareEstimator)
+}
+
+DEFAULT_GPU_ESTIMATOR = "hostaware"
+DEFAULT_CPU_ESTIMATOR = "analytic"
+
+
+def get_estimator(name: str) -> Estimator:
+    try:
+        return ESTIMATORS[name]()
+    except KeyError:
+        raise UnknownEstimator(f"unknown estimator {name!r}; choose from {', '.join(ESTIMATORS)}") from None

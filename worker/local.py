@@ -1,0 +1,40 @@
+"""One-shot predictions in-process with a store cache: what `understudy predict` runs, no server needed."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine as DbEngine
+
+from understudy.catalog import TargetSpec
+from understudy.keys import cache_key
+from understudy.results import PredictionResult, Status
+from understudy.store.db import session_scope
+from understudy.store.predictions import apply_result, get_by_key, new_row, to_result
+from understudy.workload import Workload
+from worker.engine import Engine, Progress
+
+
+def predict_cached(engine: Engine, db: DbEngine, workload: Workload, targets: list[TargetSpec],
+                   estimator_name: str | None = None,
+                   progress: Progress | None = None) -> list[tuple[PredictionResult, bool]]:
+    """(result, served from cache) per target; misses are measured together and stored."""
+    estimator = engine.estimator(estimator_name)
+    host_key = engine.host_key(estimator)
+    keys = [cache_key(workload, t, estimator.name, estimator.version, host_key) for t in targets]
+    found: dict[str, PredictionResult] = {}
+    with session_scope(db) as session:
+        for key in keys:
+            row = get_by_key(session, key)
+            if row is not None and Status(row.status).final and row.status != Status.failed:
+                found[key] = to_result(row)
+    missing = [t for t, k in zip(targets, keys, strict=True) if k not in found]
+    fresh = dict(zip([k for k in keys if k not in found],
+                     engine.predict(workload, missing, estimator.name, progress) if missing else [], strict=True))
+    with session_scope(db) as session:
+        for target, key in zip(targets, keys, strict=True):
+            if key in fresh:
+                row = get_by_key(session, key) or new_row(cache_key=key, workload=workload, target=target,
+                                                          estimator=estimator.name, version=estimator.version,
+                                                          host_class=host_key)
+                apply_result(row, fresh[key])
+                session.add(row)
+    return [(found[k], True) if k in found else (fresh[k], False) for k in keys]

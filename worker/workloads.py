@@ -1,0 +1,123 @@
+"""Building a workload: the timm model, its inputs and one step (training or inference) on a device."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from understudy.workload import Workload
+
+
+@dataclass(frozen=True)
+class Precision:
+    """How a precision name runs: the autocast dtype (or None) and the dtype of the weights and inputs."""
+
+    amp_dtype: torch.dtype | None
+    model_dtype: torch.dtype
+
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        return self.amp_dtype or self.model_dtype
+
+
+def resolve_precision(name: str) -> Precision:
+    return {
+        "fp32": Precision(None, torch.float32),
+        "amp-fp16": Precision(torch.float16, torch.float32),
+        "amp-bf16": Precision(torch.bfloat16, torch.float32),
+        "fp16": Precision(None, torch.float16),
+        "bf16": Precision(None, torch.bfloat16),
+    }[name]
+
+
+def build_model(workload: Workload, device: torch.device | str, dtype: torch.dtype | None = None) -> torch.nn.Module:
+    import timm
+
+    with torch.device(device):
+        model = timm.create_model(
+            workload.model, pretrained=False, num_classes=workload.num_classes, in_chans=workload.in_chans
+        )
+    model = model.to(dtype=dtype or resolve_precision(workload.precision).model_dtype)
+    if workload.memory_format == "nhwc":
+        model = model.to(memory_format=torch.channels_last)
+    return model.train(workload.mode == "train")
+
+
+def make_optimizer(workload: Workload, params: Any, capturable: bool = False) -> torch.optim.Optimizer | None:
+    if workload.optimizer == "none" or workload.mode != "train":
+        return None
+    if workload.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=workload.lr, weight_decay=workload.weight_decay, capturable=capturable)
+    return torch.optim.SGD(
+        params,
+        lr=workload.lr,
+        momentum=workload.momentum or 0.0,
+        weight_decay=workload.weight_decay or 0.0,
+        nesterov=workload.optimizer == "sgd-nesterov",
+    )
+
+
+def make_inputs(
+    workload: Workload, device: torch.device | str, dtype: torch.dtype | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    h, w = workload.resolution
+    dtype = dtype or resolve_precision(workload.precision).model_dtype
+    x = torch.randn(workload.batch_size, workload.in_chans, h, w, device=device, dtype=dtype)
+    if workload.memory_format == "nhwc":
+        x = x.contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, workload.num_classes, (workload.batch_size,), device=device)
+    return x, y
+
+
+@dataclass
+class Step:
+    """One step of a workload, ready to call repeatedly on fixed inputs (so it can be captured in a CUDA graph)."""
+
+    model: torch.nn.Module
+    run: Callable[[], Any]
+
+
+def make_step(workload: Workload, device: torch.device | str, graph_safe: bool = False) -> Step:
+    """The step: inference is a forward under no_grad; training is forward, cross-entropy, backward, optimizer.
+
+    graph_safe keeps gradients allocated between steps (zeroed in place, not freed) and turns off autocast's weight
+    cache, both needed for CUDA-graph capture.
+    """
+    precision = resolve_precision(workload.precision)
+    device_type = torch.device(device).type
+    model = build_model(workload, device)
+    x, y = make_inputs(workload, device)
+
+    def autocast() -> Any:
+        if precision.amp_dtype is None:
+            return nullcontext()
+        return torch.autocast(device_type=device_type, dtype=precision.amp_dtype, cache_enabled=not graph_safe)
+
+    if workload.mode == "infer":
+
+        def infer() -> Any:
+            with torch.no_grad(), autocast():
+                return model(x)
+
+        return Step(model, infer)
+
+    optimizer = make_optimizer(workload, model.parameters(), capturable=graph_safe and device_type == "cuda")
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def train() -> Any:
+        if optimizer is not None:
+            optimizer.zero_grad(set_to_none=not graph_safe)
+        else:
+            model.zero_grad(set_to_none=not graph_safe)
+        with autocast():
+            loss = loss_fn(model(x), y)
+        loss.backward()
+        if optimizer is not None:
+            optimizer.step()
+        return loss
+
+    return Step(model, train)
