@@ -100,6 +100,9 @@ def targets(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
 
 
 def main() -> None:
+    from understudy.service_cli import register
+
+    register(cli)
     cli()
 
 
