@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -97,6 +99,55 @@ def targets(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         table.add_row(s.id, s.name, s.architecture, str(s.sm_count), f"{s.boost_clock_mhz:g}", f"{s.memory_size_gb:g}",
                       f"{s.memory_bandwidth_gbps:g}", f"{s.fp32_tflops:g}", f"{s.fp16_tensor_tflops:g}")
     Console().print(table)
+
+
+@cli.command()
+def evaluate(
+    files: Annotated[list[Path], typer.Argument(help="ground-truth CSV files (../shared/groundtruth format)")],
+    out: Annotated[Path, typer.Option("--out", help="report folder")],
+    estimators: Annotated[str, typer.Option(help="comma-separated estimators")] = "spec,flops,hostaware,analytic",
+    sample: Annotated[Optional[int], typer.Option(help="workloads per mode (most targets first, then random)")] = None,
+    seed: Annotated[int, typer.Option()] = 0,
+    max_measured_ms: Annotated[Optional[float], typer.Option(help="leave out rows slower than this")] = None,
+    log: Annotated[Optional[Path], typer.Option(help="measurement log (default OUT/measurements.jsonl)")] = None,
+    replay: Annotated[bool, typer.Option(help="measure nothing: take every measurement from the log")] = False,
+    budget_s: Annotated[Optional[float], typer.Option(help="stop measuring new workloads after this long")] = None,
+    gpu: Annotated[int, typer.Option(help="GPU index")] = 0,
+) -> None:
+    """Score estimators against measured latencies: markdown + JSON report and a log-log plot in OUT."""
+    from understudy.evaluation.report import build_report, write_report
+    from worker.engine import Engine
+    from worker.evaluate import evaluate as run_evaluation
+    from worker.evaluate import plan_sample, read_rows
+    from worker.measurement_log import MeasurementLog
+
+    names = [name.strip() for name in estimators.split(",") if name.strip()]
+    measurement_log = MeasurementLog(log or out / "measurements.jsonl")
+    try:
+        engine = Engine(get_settings(), gpu_index=gpu, log=measurement_log, replay_only=replay)
+        for name in names:
+            engine.estimator(name)
+    except (UnderstudyError, ValueError) as exc:
+        _fail(str(exc))
+        return
+    plans = plan_sample(read_rows(files, max_measured_ms), sample, seed)
+    started = time.monotonic()
+    with console.status("evaluating...") as status:
+        rows = run_evaluation(engine, plans, names, budget_s, progress=lambda text: status.update(text))
+    meta = {
+        "command": "understudy " + " ".join(sys.argv[1:]),
+        "files": [str(f) for f in files],
+        "estimators": names,
+        "sample_workloads_per_mode": sample,
+        "seed": seed,
+        "max_measured_ms": max_measured_ms,
+        "replay": replay,
+        "host": engine.host.model_dump(mode="json"),
+        "wall_s": round(time.monotonic() - started, 1),
+    }
+    report = build_report(rows, names, meta)
+    for path in write_report(report, rows, names, out):
+        console.print(f"wrote {path}")
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ from understudy.settings import Settings, get_settings
 from understudy.workload import Workload
 from worker.estimators import DEFAULT_CPU_ESTIMATOR, DEFAULT_GPU_ESTIMATOR, get_estimator
 from worker.estimators.base import Estimator
+from worker.measurement_log import MeasurementLog
 from worker.probe import load_nvml, probe_host
 from worker.restrict import reset_clocks
 
@@ -25,10 +26,19 @@ Progress = Callable[[str], None]
 
 class Engine:
     def __init__(self, settings: Settings | None = None, gpu_index: int = 0, nvml: Any | None = None,
-                 host: HostInfo | None = None) -> None:
+                 host: HostInfo | None = None, log: MeasurementLog | None = None, replay_only: bool = False) -> None:
+        """`log` shares and keeps measurements; with `replay_only` nothing is measured, everything comes from it."""
         self.settings = settings or get_settings()
         self.gpu_index = gpu_index
-        self.nvml = nvml if nvml is not None else load_nvml()
+        self.log = log
+        self.replay_only = replay_only
+        if replay_only:
+            if log is None:
+                raise ValueError("replay needs a measurement log")
+            host = host or log.only_host()
+            self.nvml = None
+        else:
+            self.nvml = nvml if nvml is not None else load_nvml()
         self.host = host or probe_host(gpu_index, self.nvml)
         if self.host.has_gpu and self.settings.allow_clock_lock and self.nvml is not None:
             # An earlier run may have died holding a lock.
@@ -38,7 +48,7 @@ class Engine:
         return DEFAULT_GPU_ESTIMATOR if self.host.has_gpu else DEFAULT_CPU_ESTIMATOR
 
     def estimator(self, name: str | None) -> Estimator:
-        estimator = get_estimator(name or self.default_estimator())
+        estimator = get_estimator(name or self.default_estimator(), self.settings)
         if estimator.needs_gpu and not self.host.has_gpu:
             raise NoGpu(f"estimator {estimator.name!r} times the workload on an NVIDIA GPU and this machine has "
                         f"none; use --estimator {DEFAULT_CPU_ESTIMATOR}")
@@ -51,21 +61,44 @@ class Engine:
                 progress: Progress | None = None) -> list[PredictionResult]:
         estimator = self.estimator(estimator_name)
         plans: list[HostSetting | None] = [estimator.plan(workload, target, self.host) for target in targets]
-        measurements: dict[tuple[Any, ...], Measurement] = {}
-        if any(plan is not None for plan in plans):
-            from worker.bench import Bench
-
-            with Bench(workload, self.host, self.settings, self.gpu_index, self.nvml) as bench:
-                for plan in plans:
-                    if plan is not None and plan.key not in measurements:
-                        if progress:
-                            progress(f"measuring {workload.label} at {describe(plan)}")
-                        measurements[plan.key] = bench.measure(plan)
+        measurements = self.measure_plans(workload, plans, progress)
         results = []
         for target, plan in zip(targets, plans, strict=True):
             measurement = measurements.get(plan.key) if plan is not None else None
             results.append(self._result(workload, target, estimator, plan, measurement))
         return results
+
+    def measure_plans(self, workload: Workload, plans: list[HostSetting | None],
+                      progress: Progress | None = None) -> dict[tuple[Any, ...], Measurement]:
+        """One measurement per distinct setting (profiled if any plan of that setting asks for a profile)."""
+        groups: dict[tuple[Any, ...], list[HostSetting]] = {}
+        for plan in plans:
+            if plan is not None:
+                groups.setdefault(plan.model_copy(update={"profile": False}).key, []).append(plan)
+        measurements: dict[tuple[Any, ...], Measurement] = {}
+        todo: list[tuple[HostSetting, list[HostSetting]]] = []
+        for members in groups.values():
+            setting = members[0].model_copy(update={"profile": any(m.profile for m in members)})
+            logged = self.log.get(self.host, workload, setting) if self.log else None
+            if logged is None and self.replay_only:
+                logged = Measurement(status="failed", error=f"not in the measurement log: {describe(setting)}")
+            if logged is not None:
+                measurements.update({member.key: logged for member in members})
+            else:
+                todo.append((setting, members))
+        if not todo:
+            return measurements
+        from worker.bench import Bench
+
+        with Bench(workload, self.host, self.settings, self.gpu_index, self.nvml) as bench:
+            for setting, members in todo:
+                if progress:
+                    progress(f"measuring {workload.label} at {describe(setting)}")
+                measured = bench.measure(setting)
+                if self.log is not None:
+                    self.log.put(self.host, workload, setting, measured)
+                measurements.update({member.key: measured for member in members})
+        return measurements
 
     def _result(self, workload: Workload, target: TargetSpec, estimator: Estimator, plan: HostSetting | None,
                 measurement: Measurement | None) -> PredictionResult:

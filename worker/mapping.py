@@ -20,7 +20,8 @@ def green_context_sms(target_sms: int, host_sms: int, compute_capability: str | 
     minimum, step = green_context_granularity(compute_capability)
     if target_sms >= host_sms:
         return host_sms
-    nearest = max(minimum, step * round(target_sms / step))
+    # Half-way cases round up: the extra SMs are emulated away by the estimator, missing ones cannot be.
+    nearest = max(minimum, step * math.floor(target_sms / step + 0.5))
     return min(nearest, host_sms)
 
 

@@ -85,7 +85,8 @@ def measure(
         torch.cuda.empty_cache()
         return Measurement(status="oom", error="out of memory under this memory cap",
                            wall_s=time.perf_counter() - started)
-    peak_gb = torch.cuda.max_memory_reserved(device) / 1e9
+    # Allocated, not reserved: the caching allocator's slack is not memory the target would need.
+    peak_gb = torch.cuda.max_memory_allocated(device) / 1e9
     return Measurement(
         status="done",
         min_ms=min(per_step),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from understudy.errors import UnknownEstimator
+from understudy.settings import Settings
 from worker.estimators.analytic import AnalyticEstimator
 from worker.estimators.base import Estimator
 from worker.estimators.flops import FlopsEstimator
@@ -17,8 +18,9 @@ DEFAULT_GPU_ESTIMATOR = "hostaware"
 DEFAULT_CPU_ESTIMATOR = "analytic"
 
 
-def get_estimator(name: str) -> Estimator:
-    try:
-        return ESTIMATORS[name]()
-    except KeyError:
-        raise UnknownEstimator(f"unknown estimator {name!r}; choose from {', '.join(ESTIMATORS)}") from None
+def get_estimator(name: str, settings: Settings | None = None) -> Estimator:
+    if name not in ESTIMATORS:
+        raise UnknownEstimator(f"unknown estimator {name!r}; choose from {', '.join(ESTIMATORS)}")
+    if name == SpecEstimator.name:
+        return SpecEstimator(settings)
+    return ESTIMATORS[name]()

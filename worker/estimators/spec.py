@@ -2,7 +2,8 @@
 
 The SM share is applied by a green context or MPS; the clock is locked through NVML where the operator allows it,
 otherwise emulated by scaling the measured time by host clock / target clock. A target with more SMs than the
-host runs on all of them and the time is scaled by host SMs / target SMs; the result records both emulations.
+host runs on all of them; any difference between the SMs given and the target's (a green context on Hopper
+comes in steps of 8) is emulated by scaling the time by SMs given / target SMs. The result records both.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ class SpecEstimator(Estimator):
 
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or get_settings()
+        # How the SM share and clock are applied changes the number, so it is part of the version (and cache key).
+        clock = "lock" if self.settings.allow_clock_lock else "emulated"
+        self.version = f"{SpecEstimator.version}+{self.settings.sm_mechanism}+{clock}"
 
     def plan(self, workload: Workload, target: TargetSpec, host: HostInfo) -> HostSetting:
         host_sms = host.sm_count or target.sm_count
@@ -54,7 +58,9 @@ class SpecEstimator(Estimator):
             factor *= host_clock / target.boost_clock_mhz
             details["host_clock_mhz"] = host_clock
         given = setting.sm_count or host.sm_count or target.sm_count
-        if target.sm_count > given:
+        if target.sm_count != given:
+            # The host could not give exactly the target's SMs (partition granularity, or a bigger target):
+            # the difference is emulated by linear scaling, as the clock is.
             factor *= given / target.sm_count
             details["sm_emulated"] = f"{given} host SMs scaled to the target's {target.sm_count}"
         return scaled(measurement, factor, details)
