@@ -6,7 +6,7 @@ import math
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from understudy.workload import Mode
 
@@ -49,7 +49,11 @@ def model_family(name: str) -> str:
 
 
 class EvalRow(BaseModel):
-    """A workload measured on a target GPU, with each estimator's prediction for it (None where it gave none)."""
+    """A workload measured on a target GPU, with each estimator's prediction for it (None where it gave none).
+
+    Family defaults to model_family(model). Predictions and outcomes are reconciled on construction (see
+    _reconcile): every number left in predicted is positive and finite, and its outcome is 'done' or absent.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -68,30 +72,13 @@ class EvalRow(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _default_family(cls, data: Any) -> Any:
-        if isinstance(data, dict) and not data.get("family") and isinstance(data.get("model"), str):
-            return {**data, "family": model_family(data["model"])}
-        return data
-
-    @field_validator("predicted")
-    @classmethod
-    def _positive_predictions(cls, predicted: dict[str, float | None]) -> dict[str, float | None]:
-        # APE and log-latency correlations need a positive finite number; anything else is a failed prediction
-        # and belongs in outcome with predicted None.
-        for estimator, value in predicted.items():
-            if value is not None and not (math.isfinite(value) and value > 0):
-                raise ValueError(f"prediction of {estimator!r} is {value}; record it as None with a non-done outcome")
-        return predicted
-
-    @model_validator(mode="after")
-    def _outcome_matches_prediction(self) -> EvalRow:
-        for estimator, value in self.predicted.items():
-            outcome = self.outcome.get(estimator)
-            if value is not None and outcome not in (None, "done"):
-                raise ValueError(f"{estimator!r} has a prediction but outcome {outcome!r}")
-            if value is None and outcome == "done":
-                raise ValueError(f"{estimator!r} has outcome 'done' but no prediction")
-        return self
+    def _fill_in(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if not data.get("family") and isinstance(data.get("model"), str):
+            data["family"] = model_family(data["model"])
+        return _reconcile(data)
 
     def prediction(self, estimator: str) -> float | None:
         return self.predicted.get(estimator)
@@ -101,3 +88,42 @@ class EvalRow(BaseModel):
         if self.predicted.get(estimator) is not None:
             return "done"
         return self.outcome.get(estimator, "skipped")
+
+
+def _usable(value: Any) -> bool:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(number) and number > 0
+
+
+def _reconcile(data: dict[str, Any]) -> dict[str, Any]:
+    """Make each estimator's prediction and outcome agree, so the metrics only ever see positive finite numbers.
+
+    A prediction that is not a positive finite number, a 'done' outcome without a number, or a number beside an
+    oom/failed/skipped outcome becomes predicted None with a non-done outcome, and the note says why. The row then
+    shows in the report's list of rows not run instead of stopping a long evaluation at its last step.
+    """
+    predicted = data.get("predicted")
+    outcome = data.get("outcome")
+    if not isinstance(predicted, dict) or not isinstance(outcome, dict | None):
+        return data
+    predicted, outcome = dict(predicted), dict(outcome or {})
+    reasons: list[str] = []
+    for estimator, value in predicted.items():
+        said = outcome.get(estimator)
+        if value is None:
+            if said == "done":
+                outcome[estimator] = "failed"
+                reasons.append(f"{estimator}: done without a prediction")
+        elif not _usable(value):
+            predicted[estimator] = None
+            outcome[estimator] = "failed" if said in (None, "done") else said
+            reasons.append(f"{estimator}: unusable prediction {value!r}")
+        elif said not in (None, "done"):
+            predicted[estimator] = None
+            reasons.append(f"{estimator}: prediction {value!r} ignored, outcome {said}")
+    if reasons:
+        data["note"] = "; ".join([data["note"], *reasons] if data.get("note") else reasons)
+    return {**data, "predicted": predicted, "outcome": outcome}
