@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import socket
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -32,6 +33,28 @@ class Settings(BaseSettings):
     window_ms: float = Field(default=50.0, gt=0, alias="UNDERSTUDY_WINDOW_MS")
     max_body_bytes: int = Field(default=64 * 1024, alias="UNDERSTUDY_MAX_BODY_BYTES")
 
+    # The service (issue 3). The API listens here when started by `understudy serve`.
+    api_host: str = Field(default="127.0.0.1", alias="UNDERSTUDY_API_HOST")
+    api_port: int = Field(default=8000, ge=1, le=65535, alias="UNDERSTUDY_API_PORT")
+    max_targets: int = Field(default=64, ge=1, le=1000, alias="UNDERSTUDY_MAX_TARGETS")
+    # How a worker names its machine in the hosts table and its GPU lock (a container's hostname is random).
+    host_name: str = Field(default_factory=socket.gethostname, alias="UNDERSTUDY_HOST_NAME")
+    # A worker refreshes its GPU lock, its liveness key and its hosts row this often; the lock and liveness key
+    # expire after lock_ttl_s without a refresh, so a killed worker frees its GPU after at most that long.
+    heartbeat_s: float = Field(default=10.0, gt=0, alias="UNDERSTUDY_HEARTBEAT_S")
+    lock_ttl_s: float = Field(default=30.0, gt=0, alias="UNDERSTUDY_LOCK_TTL_S")
+    # A host whose last heartbeat is older than this is not offered for new GPU work.
+    host_stale_s: float = Field(default=120.0, gt=0, alias="UNDERSTUDY_HOST_STALE_S")
+    # The reconciler re-queues ledger rows that Redis lost; 0 turns the periodic runs off (a worker still runs it
+    # once at start-up).
+    reconcile_interval_s: float = Field(default=60.0, ge=0, alias="UNDERSTUDY_RECONCILE_INTERVAL_S")
+    # A queued row younger than this is left alone: its request may be about to enqueue it.
+    reconcile_grace_s: float = Field(default=30.0, ge=0, alias="UNDERSTUDY_RECONCILE_GRACE_S")
+    # A row whose worker died this many times is failed instead of re-queued again.
+    max_attempts: int = Field(default=3, ge=1, le=100, alias="UNDERSTUDY_MAX_ATTEMPTS")
+    # How long rq keeps a finished or failed job's record (the ledger keeps the result for good).
+    job_record_ttl_s: int = Field(default=24 * 3600, ge=1, alias="UNDERSTUDY_JOB_RECORD_TTL_S")
+
     @field_validator("database_url")
     @classmethod
     def _normalise_postgres(cls, value: str) -> str:
@@ -40,6 +63,13 @@ class Settings(BaseSettings):
             if value.startswith(prefix):
                 return "postgresql+psycopg://" + value[len(prefix) :]
         return value
+
+    @model_validator(mode="after")
+    def _lock_outlives_heartbeat(self) -> Settings:
+        if self.lock_ttl_s <= self.heartbeat_s:
+            raise ValueError("UNDERSTUDY_LOCK_TTL_S must be longer than UNDERSTUDY_HEARTBEAT_S, or a live worker "
+                             "would lose its GPU lock between two heartbeats")
+        return self
 
 
 @lru_cache(maxsize=1)

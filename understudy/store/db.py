@@ -18,7 +18,9 @@ def get_engine(url: str) -> Engine:
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
         return create_engine(url, connect_args={"check_same_thread": False})
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    # A short connect timeout: an unreachable database must become a 503 quickly, not a hung request.
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, pool_timeout=10,
+                         connect_args={"connect_timeout": 5})
 
 
 def init_sqlite(url: str) -> Engine:

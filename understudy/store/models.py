@@ -48,8 +48,11 @@ class Prediction(Base):
     error: Mapped[str | None] = mapped_column(Text)
     details: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     job_id: Mapped[str | None] = mapped_column(String(64))
+    # The worker process (its lock token) that claimed the row; the reconciler re-queues it when that worker dies.
+    worker_id: Mapped[str | None] = mapped_column(String(200))
     attempts: Mapped[int] = mapped_column(default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    queued_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
