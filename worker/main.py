@@ -1,0 +1,250 @@
+"""The worker process: one per GPU. `understudy worker --gpu N` runs `run_worker`.
+
+It probes its host in a child process (so this process never touches CUDA), takes an exclusive Redis lock on its GPU,
+registers itself in the hosts table, re-queues what Redis lost, then serves its host-class queue and "cpu" one job at
+a time. Each job runs in a freshly spawned process (rq's SpawnWorker) that dies with the worker; a heartbeat thread
+keeps the lock, the liveness key and the hosts row fresh and re-runs the reconciler now and then.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis import Redis
+from redis.exceptions import RedisError
+from rq.worker import SpawnWorker
+from sqlalchemy import Engine as DbEngine
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from understudy.dispatch import WORKER_TOKEN_PREFIX, reconcile
+from understudy.queues import CPU_QUEUE, ENV_WORKER_PID, ENV_WORKER_TOKEN, alive_key, gpu_lock_key, host_id
+from understudy.results import HostInfo
+from understudy.settings import Settings
+from understudy.store.db import get_engine
+from understudy.store.models import Host, utcnow
+from worker.probe import host_class
+
+log = logging.getLogger("understudy.worker")
+
+
+class WorkerError(RuntimeError):
+    """The worker cannot start (GPU held by another worker, probe failed...)."""
+
+
+# --- the host probe, in a child process -------------------------------------------------------------------------
+
+
+def probe_child(gpu_index: int) -> None:
+    """Entry point of the probe process: print the host and the estimator versions it would record, as JSON."""
+    from worker.estimators import ESTIMATORS, get_estimator
+    from worker.probe import probe_host
+
+    host = probe_host(gpu_index)
+    estimators = {}
+    for name, cls in ESTIMATORS.items():
+        estimators[name] = {"version": get_estimator(name).version, "needs_gpu": bool(cls.needs_gpu)}
+    sys.stdout.write("\n" + json.dumps({"host": host.model_dump(mode="json"), "estimators": estimators}) + "\n")
+
+
+def probe(gpu_index: int, timeout_s: float = 300.0) -> tuple[HostInfo, dict[str, Any]]:
+    """The host as a fresh process sees it (CUDA initialised there, never here)."""
+    code = "import sys; from worker.main import probe_child; probe_child(int(sys.argv[1]))"
+    done = subprocess.run([sys.executable, "-c", code, str(gpu_index)], capture_output=True, text=True,
+                          timeout=timeout_s, check=False)
+    if done.returncode != 0:
+        raise WorkerError(f"the host probe failed:\n{done.stderr.strip()[-2000:]}")
+    data = json.loads(done.stdout.strip().splitlines()[-1])
+    return HostInfo.model_validate(data["host"]), data["estimators"]
+
+
+# --- the GPU lock -----------------------------------------------------------------------------------------------
+
+_REFRESH = """
+local holder = redis.call('GET', KEYS[1])
+if holder == false or holder == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+  return 1
+end
+return 0
+"""
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+redis.call('DEL', KEYS[2])
+return 1
+"""
+
+
+class GpuLock:
+    """An exclusive, expiring lock on one GPU slot; its value is the holder's token."""
+
+    def __init__(self, redis: Redis, slot: str, token: str, ttl_s: float) -> None:
+        self.redis, self.slot, self.token, self.ttl_ms = redis, slot, token, int(ttl_s * 1000)
+        self.keys = [gpu_lock_key(slot), alive_key(token)]
+
+    def acquire(self, wait_s: float | None = None, poll_s: float = 0.5) -> bool:
+        """Take the lock; wait up to wait_s (None: forever) while another worker holds it."""
+        deadline = None if wait_s is None else time.monotonic() + wait_s
+        announced = False
+        while True:
+            if self.redis.set(self.keys[0], self.token, nx=True, px=self.ttl_ms):
+                self.redis.set(self.keys[1], "1", px=self.ttl_ms)
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            if not announced:
+                holder = self.redis.get(self.keys[0])
+                log.warning("GPU %s is held by worker %s; waiting for it to stop or its lock to expire", self.slot,
+                            holder.decode() if isinstance(holder, bytes) else holder)
+                announced = True
+            time.sleep(poll_s)
+
+    def refresh(self) -> bool:
+        """Extend the lock (re-taking it if Redis lost it); False when another worker holds it now."""
+        return bool(self.redis.eval(_REFRESH, 2, *self.keys, self.token, self.ttl_ms))
+
+    def release(self) -> None:
+        self.redis.eval(_RELEASE, 2, *self.keys, self.token)
+
+
+# --- the rq worker ----------------------------------------------------------------------------------------------
+
+
+class UnderstudyWorker(SpawnWorker):
+    """SpawnWorker (a fresh process per job) that records a job whose process died as failed, with the reason."""
+
+    def handle_work_horse_killed(self, job: Any, retpid: Any, ret_val: Any, rusage: Any) -> None:
+        from understudy.settings import get_settings
+        from worker.tasks import fail_job
+
+        reason = f"the job's process died (wait status {ret_val}"
+        if ret_val is not None and os.WIFSIGNALED(ret_val):
+            reason += f", signal {os.WTERMSIG(ret_val)}"
+        reason += "); it may have run out of host memory or crashed in a driver"
+        try:
+            fail_job(get_engine(get_settings().database_url), job.id, reason)
+        except SQLAlchemyError:
+            log.exception("could not record the failure of job %s; the reconciler will retry it", job.id)
+
+
+# --- heartbeat --------------------------------------------------------------------------------------------------
+
+
+def register_host(db: DbEngine, slot: str, host: HostInfo, info: dict[str, Any]) -> None:
+    """Upsert this worker's row in the hosts table (the API picks GPU hosts from it)."""
+    values = {"id": slot, "host_class": host_class(host), "gpu_name": host.gpu_name, "fingerprint": host.fingerprint,
+              "info": info, "last_heartbeat": utcnow()}
+    statement = insert(Host).values(**values)
+    statement = statement.on_conflict_do_update(index_elements=[Host.id], set_={
+        key: statement.excluded[key] for key in values if key != "id"})
+    with Session(db) as session:
+        session.execute(statement)
+        session.commit()
+
+
+def touch_host(db: DbEngine, slot: str) -> None:
+    with Session(db) as session:
+        row = session.get(Host, slot)
+        if row is not None:
+            row.last_heartbeat = utcnow()
+        session.commit()
+
+
+@dataclass
+class Heartbeat:
+    """A thread that refreshes the lock and the hosts row every heartbeat_s and reconciles every interval."""
+
+    settings: Settings
+    db: DbEngine
+    redis: Redis
+    lock: GpuLock
+    slot: str
+    on_lost_lock: Any
+    stop: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._run, name="understudy-heartbeat", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        last_reconcile = time.monotonic()
+        while not self.stop.wait(self.settings.heartbeat_s):
+            try:
+                if not self.lock.refresh():
+                    log.error("another worker took GPU %s; stopping after the current job", self.slot)
+                    self.on_lost_lock()
+                    return
+            except RedisError as exc:
+                log.warning("heartbeat: Redis unreachable (%s)", exc)
+            try:
+                touch_host(self.db, self.slot)
+            except SQLAlchemyError as exc:
+                log.warning("heartbeat: database unreachable (%s)", exc)
+            interval = self.settings.reconcile_interval_s
+            if interval and time.monotonic() - last_reconcile >= interval:
+                last_reconcile = time.monotonic()
+                try:
+                    reconcile(self.db, self.redis, self.settings)
+                except (RedisError, SQLAlchemyError) as exc:
+                    log.warning("reconciler: %s", exc)
+
+    def close(self) -> None:
+        self.stop.set()
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join(timeout=5)
+
+
+# --- the process ------------------------------------------------------------------------------------------------
+
+
+def run_worker(settings: Settings, gpu_index: int, *, burst: bool = False, wait_s: float | None = None) -> int:
+    """Serve jobs for GPU `gpu_index` until stopped (or, with burst, until the queues are empty). Returns an exit code."""
+    redis = Redis.from_url(settings.redis_url)
+    db = get_engine(settings.database_url)
+    host, estimators = probe(gpu_index)
+    hclass = host_class(host)
+    queues = [hclass, CPU_QUEUE] if hclass != CPU_QUEUE else [CPU_QUEUE]
+    if not host.has_gpu:
+        log.warning("%s: serving only estimators that need no GPU (queue %r)", host.note or "no GPU", CPU_QUEUE)
+    slot = host_id(settings.host_name, gpu_index)
+    token = f"{WORKER_TOKEN_PREFIX}{slot}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    lock = GpuLock(redis, slot, token, settings.lock_ttl_s)
+    if not lock.acquire(wait_s):
+        raise WorkerError(f"GPU {slot} is held by another worker")
+    # The job processes read these: which GPU, which worker claims rows, whose death kills them.
+    os.environ.update({"UNDERSTUDY_WORKER_GPU": str(gpu_index), ENV_WORKER_TOKEN: token,
+                       ENV_WORKER_PID: str(os.getpid())})
+    worker = UnderstudyWorker(queues, connection=redis, name=token)
+    # rq's warm shutdown (finish the current job, then stop) is a signal handler of the main thread.
+    heartbeat = Heartbeat(settings, db, redis, lock, slot,
+                          on_lost_lock=lambda: os.kill(os.getpid(), signal.SIGTERM))
+    try:
+        register_host(db, slot, host, {
+            **host.model_dump(mode="json"), "estimators": estimators, "host_name": settings.host_name,
+            "gpu_index": gpu_index, "worker": token, "queues": queues, "pid": os.getpid(),
+        })
+        report = reconcile(db, redis, settings)
+        log.info("worker %s serving %s (reconciler re-queued %d row(s))", token, queues, len(report.requeued))
+        heartbeat.start()
+        worker.work(burst=burst, with_scheduler=False, logging_level=logging.getLevelName(log.getEffectiveLevel()))
+        return 0
+    finally:
+        heartbeat.close()
+        try:
+            lock.release()
+        except RedisError:
+            pass

@@ -1,0 +1,156 @@
+"""The rq job: run a group of ledger rows (one workload, one estimator, one host class) through the engine once.
+
+Enqueued by name ("worker.tasks.run_predictions", understudy.queues.RUN_PREDICTIONS) so the API never imports this.
+Targets of one request that need the same host setting share one measurement because they go to one
+Engine.predict call, which measures each distinct setting once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+from rq import get_current_job
+from rq.timeouts import JobTimeoutException
+from sqlalchemy import Engine as DbEngine
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from understudy.catalog import TargetSpec
+from understudy.errors import UnderstudyError
+from understudy.queues import ENV_WORKER_PID, ENV_WORKER_TOKEN
+from understudy.results import PredictionResult, Status
+from understudy.settings import Settings, get_settings
+from understudy.store.db import get_engine
+from understudy.store.models import Prediction, utcnow
+from understudy.store.predictions import apply_result
+from understudy.workload import Workload
+
+log = logging.getLogger(__name__)
+
+PR_SET_PDEATHSIG = 1
+
+
+def run_predictions(prediction_ids: Sequence[str]) -> dict[str, Any]:
+    """Claim the rows still queued under this job, predict them together, write each result to its row."""
+    _die_with_worker()
+    settings = get_settings()
+    job = get_current_job()
+    job_id = job.id if job is not None else None
+    worker_id = os.environ.get(ENV_WORKER_TOKEN)
+    db = get_engine(settings.database_url)
+    rows = claim(db, list(prediction_ids), job_id=job_id, worker_id=worker_id)
+    if not rows:
+        # Another job (a duplicate from the reconciler) already ran them, or they were re-queued elsewhere.
+        return {"claimed": 0}
+    claimed = [row.id for row in rows]
+    try:
+        results = predict_rows(rows, settings)
+    except JobTimeoutException:
+        limit = job.timeout if job is not None and job.timeout else settings.job_timeout_s
+        fail(db, claimed, f"timed out after {limit} s (the job time limit, UNDERSTUDY_JOB_TIMEOUT_S)", worker_id)
+        raise
+    except UnderstudyError as exc:
+        fail(db, claimed, str(exc), worker_id)
+        return {"claimed": len(claimed), "failed": str(exc)}
+    except Exception as exc:
+        fail(db, claimed, f"{type(exc).__name__}: {exc}", worker_id)
+        raise
+    statuses = finish(db, rows, results)
+    return {"claimed": len(claimed), "statuses": statuses}
+
+
+def claim(db: DbEngine, ids: list[str], *, job_id: str | None, worker_id: str | None) -> list[Prediction]:
+    """Mark running the rows that are still queued under this job, in the order given; the rest are not ours."""
+    conditions = [Prediction.id.in_(ids), Prediction.status == Status.queued.value]
+    if job_id is not None:
+        conditions.append(Prediction.job_id == job_id)
+    with Session(db, expire_on_commit=False) as session:
+        got = session.scalars(
+            update(Prediction)
+            .where(*conditions)
+            .values(status=Status.running.value, worker_id=worker_id, started_at=utcnow(),
+                    attempts=Prediction.attempts + 1)
+            .returning(Prediction.id)
+        ).all()
+        session.commit()
+        rows = {row.id: row for row in session.scalars(select(Prediction).where(Prediction.id.in_(got)))}
+    return [rows[i] for i in ids if i in rows]
+
+
+def predict_rows(rows: list[Prediction], settings: Settings) -> list[PredictionResult]:
+    """One Engine.predict call for the group: same workload, estimator and host class by construction."""
+    first = rows[0]
+    if any((r.workload_digest, r.estimator) != (first.workload_digest, first.estimator) for r in rows):
+        raise UnderstudyError("a job mixed workloads or estimators; each job must hold one request's group")
+    workload = Workload.model_validate(first.workload)
+    targets = [TargetSpec.model_validate(row.target) for row in rows]
+    return engine_for(settings.worker_gpu).predict(workload, targets, first.estimator)
+
+
+@lru_cache(maxsize=4)
+def engine_for(gpu_index: int) -> Any:
+    """The engine for this process's GPU, built (and the host probed) once per process."""
+    from worker.engine import Engine
+
+    return Engine(get_settings(), gpu_index=gpu_index)
+
+
+def finish(db: DbEngine, rows: list[Prediction], results: list[PredictionResult]) -> dict[str, int]:
+    """Write each result to its row, unless another job already finished that row."""
+    statuses: dict[str, int] = {}
+    with Session(db) as session:
+        for row, result in zip(rows, results, strict=True):
+            current = session.get(Prediction, row.id, with_for_update=True)
+            if current is None or Status(current.status).final:
+                continue
+            apply_result(current, result)
+            if result.estimator_version != current.estimator_version:
+                current.details = {**(current.details or {}), "ran_estimator_version": result.estimator_version}
+            statuses[result.status.value] = statuses.get(result.status.value, 0) + 1
+        session.commit()
+    return statuses
+
+
+def fail(db: DbEngine, ids: list[str], reason: str, worker_id: str | None = None) -> int:
+    """Record a failure with its reason on rows this worker still holds."""
+    with Session(db) as session:
+        done = session.execute(
+            update(Prediction)
+            .where(Prediction.id.in_(ids), Prediction.status == Status.running.value,
+                   Prediction.worker_id.is_not_distinct_from(worker_id))
+            .values(status=Status.failed.value, error=reason, finished_at=utcnow())
+        )
+        session.commit()
+        return int(done.rowcount)  # type: ignore[attr-defined]
+
+
+def fail_job(db: DbEngine, job_id: str, reason: str) -> int:
+    """Record a failure on every unfinished row of a job whose process died (called by the worker, not the job)."""
+    with Session(db) as session:
+        done = session.execute(
+            update(Prediction)
+            .where(Prediction.job_id == job_id,
+                   Prediction.status.in_([Status.queued.value, Status.running.value]))
+            .values(status=Status.failed.value, error=reason, finished_at=utcnow())
+        )
+        session.commit()
+        return int(done.rowcount)  # type: ignore[attr-defined]
+
+
+def _die_with_worker() -> None:
+    """In a job process of `understudy worker`: die with the worker, so no orphan keeps using a GPU it gave up."""
+    parent = os.environ.get(ENV_WORKER_PID)
+    if not parent or int(parent) == os.getpid() or not hasattr(os, "getppid"):
+        return  # run in-process (SimpleWorker, a test, a direct call): nothing to tie
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux
+        return
+    if os.getppid() != int(parent):
+        os._exit(1)  # the worker died before the tie was made
