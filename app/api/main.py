@@ -1,0 +1,11 @@
+"""The API's routers, in one place."""
+
+from fastapi import APIRouter
+
+from app.api.routes import health, hosts, predictions, targets
+
+api_router = APIRouter()
+api_router.include_router(predictions.router)
+api_router.include_router(targets.router)
+api_router.include_router(hosts.router)
+api_router.include_router(health.router)

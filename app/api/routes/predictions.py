@@ -1,0 +1,76 @@
+"""POST a workload and its targets; poll one prediction; read the history."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response, status
+
+from app import crud
+from app.api.deps import ReadKeyDep, RedisDep, SessionDep, SettingsDep, WriteKeyDep
+from app.errors import NotFound
+from app.schemas import (ErrorPublic, PredictionCreate, PredictionPublic, PredictionRequestPublic,
+                         PredictionsPublic, prediction_public)
+from understudy.results import Status
+
+router = APIRouter(prefix="/v1/predictions", tags=["predictions"])
+
+ERRORS = {422: {"model": ErrorPublic, "description": "a field is invalid (named in errors[].field)"},
+          401: {"model": ErrorPublic, "description": "no API key, or an unknown one"},
+          503: {"model": ErrorPublic, "description": "the database or Redis is unreachable"}}
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=PredictionRequestPublic,
+    responses={
+        200: {"model": PredictionRequestPublic, "description": "every result was cached: here they are"},
+        202: {"description": "queued: poll GET /v1/predictions/{id} for each id"},
+        409: {"model": ErrorPublic, "description": "a GPU estimator and no GPU worker (or the named host) registered"},
+        **ERRORS,
+    },
+)
+def create_predictions(body: PredictionCreate, response: Response, session: SessionDep, redis: RedisDep,
+                       settings: SettingsDep, key: WriteKeyDep) -> PredictionRequestPublic:
+    """Predict a workload's step time on each target: 202 with one prediction per target to poll, or 200 at once
+    when every result is in the cache. The same request twice (or at the same moment) runs once."""
+    created = crud.create_predictions(session=session, redis=redis, settings=settings, request=body)
+    if created.all_final:
+        response.status_code = status.HTTP_200_OK
+    data = [prediction_public(row, cached) for row, cached in zip(created.rows, created.cached, strict=True)]
+    return PredictionRequestPublic(request_id=created.request_id, cached=created.all_cached, data=data,
+                                   count=len(data))
+
+
+@router.get("/{prediction_id}", response_model=PredictionPublic,
+            responses={404: {"model": ErrorPublic, "description": "no prediction has this id"}, **ERRORS})
+def read_prediction(prediction_id: str, session: SessionDep, key: ReadKeyDep) -> PredictionPublic:
+    """One prediction: its status and, once done, its latency, the host setting it was measured under, and how."""
+    row = crud.get_prediction(session=session, prediction_id=prediction_id)
+    if row is None:
+        raise NotFound(f"no prediction with id {prediction_id!r}")
+    return prediction_public(row)
+
+
+@router.get("", response_model=PredictionsPublic, responses=ERRORS)
+def read_predictions(
+    session: SessionDep,
+    key: ReadKeyDep,
+    model: Annotated[str | None, Query(max_length=200, description="a timm model name")] = None,
+    target: Annotated[str | None, Query(max_length=120, description="a target id")] = None,
+    host: Annotated[str | None, Query(max_length=200, description="host class, fingerprint, GPU name or worker "
+                                                                  "slot")] = None,
+    estimator: Annotated[str | None, Query(max_length=40)] = None,
+    status_: Annotated[Status | None, Query(alias="status")] = None,
+    since: Annotated[datetime | None, Query(description="created at or after (ISO 8601)")] = None,
+    until: Annotated[datetime | None, Query(description="created before (ISO 8601)")] = None,
+    skip: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> PredictionsPublic:
+    """The history, newest first, filtered and paged (count is the total over all pages)."""
+    filters = crud.PredictionFilters(model=model, target=target, host=host, estimator=estimator, status=status_,
+                                     since=since, until=until)
+    rows, count = crud.list_predictions(session=session, filters=filters, skip=skip, limit=limit)
+    return PredictionsPublic(data=[prediction_public(row) for row in rows], count=count)

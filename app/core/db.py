@@ -1,0 +1,33 @@
+"""Database sessions and the Redis connection for the API. Nothing connects until a request asks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import lru_cache
+
+from redis import Redis
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from understudy.settings import Settings
+from understudy.store.db import get_engine
+
+
+def db_engine(settings: Settings) -> Engine:
+    return get_engine(settings.database_url)
+
+
+@lru_cache(maxsize=8)
+def _factory(url: str) -> sessionmaker[Session]:
+    return sessionmaker(get_engine(url), expire_on_commit=False)
+
+
+def session_for(settings: Settings) -> Iterator[Session]:
+    with _factory(settings.database_url)() as session:
+        yield session
+
+
+@lru_cache(maxsize=8)
+def redis_for(url: str) -> Redis:
+    # Short timeouts: an unreachable Redis must turn into a 503 quickly, not a hung request.
+    return Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5, health_check_interval=30)

@@ -1,0 +1,267 @@
+"""Reading and writing the ledger for the API. Keyword-only functions; no HTTP here, no GPU code anywhere.
+
+A POST turns into rows with INSERT ... ON CONFLICT (cache_key) DO NOTHING: whichever of two identical requests
+inserts first queues the job, the other finds the row. Rows are committed before their job is enqueued.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from redis import Redis
+from rq import Queue
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from app.errors import Conflict, FieldError
+from app.schemas import PredictionCreate
+from understudy.catalog import InlineTarget, TargetSpec, resolve_target
+from understudy.dispatch import enqueue, new_job_id
+from understudy.estimator_info import (DEFAULT_CPU_ESTIMATOR, DEFAULT_GPU_ESTIMATOR, estimator_info,
+                                       estimator_version)
+from understudy.keys import ANY_HOST, cache_key
+from understudy.queues import CPU_QUEUE, is_gpu_queue
+from understudy.results import Status
+from understudy.settings import Settings
+from understudy.store.models import Host, Prediction, new_id, utcnow
+from understudy.store.predictions import new_row
+from understudy.workload import Workload
+
+CACHED_STATES = (Status.done.value, Status.oom.value)
+
+
+# --- hosts ------------------------------------------------------------------------------------------------------
+
+
+def list_hosts(*, session: Session) -> list[Host]:
+    return list(session.scalars(select(Host).order_by(Host.id)))
+
+
+def host_is_alive(host: Host, settings: Settings, now: datetime | None = None) -> bool:
+    return host.last_heartbeat >= (now or utcnow()) - timedelta(seconds=settings.host_stale_s)
+
+
+def find_host(*, session: Session, ref: str) -> Host | None:
+    """A registered host by id ("box:gpu0"), fingerprint or host class ("gpu:<fingerprint>"), latest first."""
+    return session.scalars(
+        select(Host).where(or_(Host.id == ref, Host.fingerprint == ref, Host.host_class == ref))
+        .order_by(Host.last_heartbeat.desc())
+    ).first()
+
+
+def live_gpu_hosts(*, session: Session, settings: Settings) -> list[Host]:
+    since = utcnow() - timedelta(seconds=settings.host_stale_s)
+    return list(session.scalars(
+        select(Host).where(Host.host_class.like("gpu:%"), Host.last_heartbeat >= since).order_by(Host.id)
+    ))
+
+
+def queue_depths(redis: Redis, names: list[str]) -> dict[str, int]:
+    return {name: Queue(name, connection=redis).count for name in names}
+
+
+# --- where a request goes ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Placement:
+    estimator: str
+    version: str
+    host_class: str  # the queue
+    host_key: str  # the host part of the cache key
+
+
+def _advertised_version(host: Host, estimator: str) -> str | None:
+    advertised = (host.info or {}).get("estimators")
+    if not isinstance(advertised, dict):
+        return None
+    if estimator not in advertised:
+        raise Conflict(f"host {host.id} does not run estimator {estimator!r} (it runs {', '.join(advertised)})")
+    return str(advertised[estimator].get("version"))
+
+
+def _on_host(host: Host, estimator: str, settings: Settings) -> Placement:
+    version = _advertised_version(host, estimator) or estimator_version(estimator, settings)
+    return Placement(estimator, version, host.host_class, host.fingerprint)
+
+
+def place(*, session: Session, redis: Redis, settings: Settings, request: PredictionCreate, workload: Workload,
+          specs: list[TargetSpec]) -> Placement:
+    """The estimator, its version and the host class: CPU estimators go to "cpu"; GPU ones to a registered GPU host."""
+    explicit = None
+    if request.host is not None:
+        explicit = find_host(session=session, ref=request.host)
+        if explicit is None:
+            raise Conflict(f"no worker has registered host {request.host!r}; GET /v1/hosts lists the hosts")
+    live = live_gpu_hosts(session=session, settings=settings)
+    name = request.estimator
+    if name is None:
+        has_gpu = (explicit is not None and is_gpu_queue(explicit.host_class)) or (explicit is None and bool(live))
+        name = DEFAULT_GPU_ESTIMATOR if has_gpu else DEFAULT_CPU_ESTIMATOR
+    info = estimator_info(name)
+    if not info.needs_gpu:
+        # The same answer on every host: any worker may compute it, and the cache key names no host.
+        return Placement(name, estimator_version(name, settings), CPU_QUEUE, ANY_HOST)
+    if explicit is not None:
+        if not is_gpu_queue(explicit.host_class):
+            raise Conflict(f"host {explicit.id} has no GPU; estimator {name!r} times the workload on one")
+        return _on_host(explicit, name, settings)
+    if not live:
+        raise Conflict(f"estimator {name!r} times the workload on a GPU and no GPU worker is registered (none sent a "
+                       f"heartbeat in the last {settings.host_stale_s:g} s); start `understudy worker --gpu N` on a "
+                       f"GPU machine, or ask for estimator {DEFAULT_CPU_ESTIMATOR!r}")
+    # Several GPU host classes: prefer one that already holds these results, then the shortest queue.
+    by_class: dict[str, Host] = {}
+    for host in live:
+        by_class.setdefault(host.host_class, host)
+    if len(by_class) == 1:
+        return _on_host(next(iter(by_class.values())), name, settings)
+    depths = queue_depths(redis, list(by_class))
+    scored = []
+    for host_class_, host in by_class.items():
+        placement = _on_host(host, name, settings)
+        keys = [cache_key(workload, spec, name, placement.version, placement.host_key) for spec in specs]
+        held = session.scalar(select(func.count()).select_from(Prediction).where(
+            Prediction.cache_key.in_(keys), Prediction.status.in_(CACHED_STATES))) or 0
+        scored.append((-held, depths.get(host_class_, 0), host_class_, placement))
+    return min(scored, key=lambda item: item[:3])[3]
+
+
+# --- predictions ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Created:
+    request_id: str
+    rows: list[Prediction]  # one per target, in request order (a repeated target repeats its row)
+    cached: list[bool]
+    queued_job: str | None
+
+    @property
+    def all_cached(self) -> bool:
+        return all(self.cached)
+
+    @property
+    def all_final(self) -> bool:
+        return all(Status(row.status).final for row in self.rows)
+
+
+def resolve_targets(items: list[str | InlineTarget], settings: Settings) -> list[TargetSpec]:
+    if len(items) > settings.max_targets:
+        raise FieldError("targets", f"at most {settings.max_targets} targets per request (UNDERSTUDY_MAX_TARGETS)")
+    return [resolve_target(item) for item in items]
+
+
+def create_predictions(*, session: Session, redis: Redis, settings: Settings,
+                       request: PredictionCreate) -> Created:
+    """Serve cached results, insert the missing rows (exactly once, whatever runs concurrently), queue one job."""
+    workload = request.workload
+    specs = resolve_targets(list(request.targets), settings)
+    placement = place(session=session, redis=redis, settings=settings, request=request, workload=workload,
+                      specs=specs)
+    keys = [cache_key(workload, spec, placement.estimator, placement.version, placement.host_key) for spec in specs]
+    request_id = uuid.uuid4().hex
+
+    before = {row.cache_key: row for row in session.scalars(select(Prediction).where(Prediction.cache_key.in_(keys)))}
+    cached = [key in before and before[key].status in CACHED_STATES for key in keys]
+    if all(cached):
+        return Created(request_id, [before[key] for key in keys], cached, None)
+    redis.ping()  # answer 503 before writing anything when the queue is down
+
+    now = utcnow()
+    job_id = new_job_id()
+    unique: dict[str, TargetSpec] = {}
+    for key, spec in zip(keys, specs, strict=True):
+        unique.setdefault(key, spec)
+    values = []
+    for key in sorted(unique):  # one lock order for every request: no deadlock between overlapping requests
+        if key in before:
+            continue
+        row = new_row(cache_key=key, workload=workload, target=unique[key], estimator=placement.estimator,
+                      version=placement.version, host_class=placement.host_class, request_id=request_id)
+        values.append({column.key: getattr(row, column.key) for column in Prediction.__table__.columns}
+                      | {"id": new_id(), "job_id": job_id, "attempts": 0, "created_at": now, "queued_at": now})
+    ours: list[str] = []
+    if values:
+        ours += session.scalars(
+            insert(Prediction).values(values).on_conflict_do_nothing(index_elements=["cache_key"])
+            .returning(Prediction.id)
+        ).all()
+    # A failed result is not cached: asking again runs it again (once, however many ask at the same moment).
+    retry = sorted(key for key in unique if key in before and before[key].status == Status.failed.value)
+    if retry:
+        ours += session.scalars(
+            update(Prediction)
+            .where(Prediction.cache_key.in_(retry), Prediction.status == Status.failed.value)
+            .values(_reset(job_id, request_id, now))
+            .returning(Prediction.id)
+        ).all()
+    session.commit()
+
+    rows = {row.cache_key: row for row in session.scalars(
+        select(Prediction).where(Prediction.cache_key.in_(keys)).execution_options(populate_existing=True))}
+    queued_job = None
+    if ours:
+        mine = set(ours)
+        ordered = [rows[key].id for key in dict.fromkeys(keys) if rows[key].id in mine]
+        # Should this fail, the rows wait in the ledger and the reconciler queues them once Redis is back.
+        enqueue(redis, settings, queue=placement.host_class, prediction_ids=ordered, job_id=job_id)
+        queued_job = job_id
+    return Created(request_id, [rows[key] for key in keys], cached, queued_job)
+
+
+def _reset(job_id: str, request_id: str, now: datetime) -> dict[str, Any]:
+    cleared = ("latency_ms", "median_ms", "spread_ms", "samples_per_s", "host_setting", "timing_mode", "error",
+               "details", "worker_id", "started_at", "finished_at", "host_fingerprint", "host_name")
+    return {"status": Status.queued.value, "job_id": job_id, "request_id": request_id, "attempts": 0,
+            "queued_at": now, **{name: None for name in cleared}}
+
+
+def get_prediction(*, session: Session, prediction_id: str) -> Prediction | None:
+    return session.get(Prediction, prediction_id)
+
+
+@dataclass
+class PredictionFilters:
+    model: str | None = None
+    target: str | None = None
+    host: str | None = None
+    estimator: str | None = None
+    status: Status | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def conditions(self) -> list[Any]:
+        out: list[Any] = []
+        if self.model:
+            out.append(Prediction.model == self.model)
+        if self.target:
+            out.append(Prediction.target_id == self.target)
+        if self.host:
+            out.append(or_(Prediction.host_class == self.host, Prediction.host_fingerprint == self.host,
+                           Prediction.host_name == self.host, Prediction.worker_id.startswith(f"us-{self.host}")))
+        if self.estimator:
+            out.append(Prediction.estimator == self.estimator)
+        if self.status:
+            out.append(Prediction.status == self.status.value)
+        if self.since:
+            out.append(Prediction.created_at >= self.since)
+        if self.until:
+            out.append(Prediction.created_at < self.until)
+        return out
+
+
+def list_predictions(*, session: Session, filters: PredictionFilters, skip: int = 0,
+                     limit: int = 100) -> tuple[list[Prediction], int]:
+    conditions = filters.conditions()
+    count = session.scalar(select(func.count()).select_from(Prediction).where(*conditions)) or 0
+    rows = session.scalars(
+        select(Prediction).where(*conditions).order_by(Prediction.created_at.desc(), Prediction.id)
+        .offset(skip).limit(limit)
+    ).all()
+    return list(rows), int(count)
+

@@ -1,0 +1,71 @@
+"""The Understudy API: builds the FastAPI app. Never imports torch or any GPU code (tests/service checks)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+from redis.exceptions import RedisError
+from sqlalchemy.exc import SQLAlchemyError
+
+from app import errors
+from app.api.main import api_router
+from app.core.config import get_settings
+from app.core.db import db_engine, redis_for
+from understudy.dispatch import reconcile
+
+log = logging.getLogger("understudy.api")
+
+DESCRIPTION = """Predict a deep-learning workload's step time on GPUs you don't have.
+
+POST a workload and targets to `/v1/predictions`; poll each prediction by id. Results are cached by workload,
+target, estimator and host: the same request again is answered at once. Writes need an API key (`X-API-Key`).
+"""
+
+
+async def reconcile_forever(interval_s: float) -> None:
+    """Re-queue ledger rows that Redis lost, now and every interval (in a thread: the store calls block)."""
+    while True:
+        settings = get_settings()
+        try:
+            await asyncio.to_thread(reconcile, db_engine(settings), redis_for(settings.redis_url), settings)
+        except (RedisError, SQLAlchemyError) as exc:
+            log.warning("reconciler: %s", exc)
+        await asyncio.sleep(interval_s)
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    interval = get_settings().reconcile_interval_s
+    task = asyncio.create_task(reconcile_forever(interval)) if interval > 0 else None
+    try:
+        yield
+    finally:
+        if task is not None:
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(title="Understudy", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    errors.install(app)
+
+    @app.middleware("http")
+    async def limit_body(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        length = request.headers.get("content-length")
+        limit = get_settings().max_body_bytes
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            return JSONResponse(status_code=413, content={"detail": f"the body is larger than {limit} bytes "
+                                                                    "(UNDERSTUDY_MAX_BODY_BYTES)"})
+        return await call_next(request)
+
+    app.include_router(api_router)
+    return app
+
+
+app = create_app()

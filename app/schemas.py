@@ -1,0 +1,273 @@
+"""Request and response bodies of the HTTP API (pydantic), apart from the SQLAlchemy rows they are read from."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag
+
+from understudy.catalog import InlineTarget, TargetSpec, catalog
+from understudy.errors import UnknownEstimator, UnknownTarget
+from understudy.estimator_info import estimator_info
+from understudy.results import HostSetting, Status, TimingMode
+from understudy.store.models import Host, Prediction
+from understudy.workload import Workload
+
+# --- requests ---------------------------------------------------------------------------------------------------
+
+
+def _known_target(value: str) -> str:
+    try:
+        return catalog().get(value).id
+    except UnknownTarget as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _known_estimator(value: str) -> str:
+    try:
+        return estimator_info(value).name
+    except UnknownEstimator as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _target_kind(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "catalog"
+    if isinstance(value, (dict, InlineTarget)):
+        return "inline"
+    return None
+
+
+CatalogTarget = Annotated[str, StringConstraints(min_length=1, max_length=120), AfterValidator(_known_target)]
+TargetRef = Annotated[
+    Annotated[CatalogTarget, Tag("catalog")] | Annotated[InlineTarget, Tag("inline")],
+    Discriminator(_target_kind, custom_error_type="target_type",
+                  custom_error_message="a target is a catalog id or name (a string) or an inline spec (an object)"),
+]
+# Tags the discriminated union adds to error locations; app.errors drops them so a field reads "targets[1]".
+TARGET_TAGS = ("catalog", "inline")
+EstimatorName = Annotated[str, StringConstraints(min_length=1, max_length=40), AfterValidator(_known_estimator)]
+
+WORKLOAD_EXAMPLE = {"model": "resnet50", "mode": "train", "batch_size": 64, "resolution": 224,
+                    "precision": "amp-fp16", "optimizer": "sgd"}
+
+
+class PredictionCreate(BaseModel):
+    """A workload and the GPUs to predict it on."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"workload": WORKLOAD_EXAMPLE, "targets": ["rtx-3090", "t4"], "estimator": "analytic"},
+                {"workload": {"model": "vit_base_patch16_224", "mode": "infer", "batch_size": 8},
+                 "targets": ["rtx-4090", {"name": "My laptop GPU", "sm_count": 30, "boost_clock_mhz": 1700,
+                                          "memory_bandwidth_gbps": 336, "memory_size_gb": 6}]},
+            ]
+        },
+    )
+
+    workload: Workload
+    targets: list[TargetRef] = Field(
+        min_length=1, max_length=1000,
+        description="catalog ids or names (GET /v1/targets), or inline specs of GPUs not in the catalog",
+    )
+    estimator: EstimatorName | None = Field(
+        default=None,
+        description="spec, flops, analytic or hostaware; default: hostaware when a GPU worker is registered, "
+                    "otherwise analytic (which needs no GPU)",
+    )
+    host: str | None = Field(
+        default=None, min_length=1, max_length=200,
+        description="for a GPU estimator: the registered host to measure on (its id, fingerprint or host class, "
+                    "as GET /v1/hosts lists them); default: the best registered GPU host",
+    )
+
+
+# --- responses --------------------------------------------------------------------------------------------------
+
+
+class LatencyPublic(BaseModel):
+    min_ms: float | None = Field(default=None, description="the predicted step time: the minimum over windows")
+    median_ms: float | None = None
+    spread_ms: float | None = Field(default=None, description="max minus min of the per-window step times")
+
+
+class HostSettingPublic(HostSetting):
+    summary: str = Field(description="the setting in words: SMs and how they were restricted, clock and how")
+
+
+class PredictionHost(BaseModel):
+    host_class: str = Field(description='the queue it ran on: "cpu" or "gpu:<fingerprint>"')
+    fingerprint: str | None = Field(default=None, description='the host GPU\'s fingerprint; "any" for estimators '
+                                                              "that never touch a GPU")
+    gpu_name: str | None = None
+    worker: str | None = Field(default=None, description="the worker that ran it")
+
+
+class PredictionPublic(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{
+                "id": "5b0c7a8e2f7d4d0f9f3e0c1a2b3c4d5e", "request_id": "9a1b2c3d4e5f40718293a4b5c6d7e8f9",
+                "status": "done", "cached": False, "model": "resnet50", "workload": WORKLOAD_EXAMPLE,
+                "target_id": "rtx-3090", "target_name": "GeForce RTX 3090", "estimator": "analytic",
+                "estimator_version": "1",
+                "latency": {"min_ms": 112.4, "median_ms": 112.4, "spread_ms": 0.0}, "samples_per_s": 569.4,
+                "host_setting": None, "timing_mode": "none",
+                "host": {"host_class": "cpu", "fingerprint": "any", "gpu_name": None, "worker": "us-box:gpu0-41-a1b2c3"},
+                "error": None, "details": {}, "attempts": 1, "created_at": "2025-01-01T12:00:00Z",
+                "started_at": "2025-01-01T12:00:01Z", "finished_at": "2025-01-01T12:00:03Z",
+            }]
+        }
+    )
+
+    id: str
+    request_id: str | None = None
+    status: Status = Field(description="queued, running, done, oom (the workload does not fit the target) or failed")
+    cached: bool = Field(default=False, description="in a POST answer: the result existed before this request")
+    model: str
+    workload: dict[str, Any] = Field(description="the workload in canonical form, every default spelled out")
+    target_id: str
+    target_name: str | None = None
+    estimator: str
+    estimator_version: str
+    latency: LatencyPublic | None = Field(default=None, description="present once status is done")
+    samples_per_s: float | None = None
+    host_setting: HostSettingPublic | None = Field(
+        default=None, description="how the host GPU was set to stand in for the target (null: nothing was measured)"
+    )
+    timing_mode: TimingMode | None = None
+    host: PredictionHost
+    error: str | None = Field(default=None, description="why it failed or does not fit")
+    details: dict[str, Any] = Field(default_factory=dict)
+    attempts: int = 0
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class PredictionsPublic(BaseModel):
+    data: list[PredictionPublic]
+    count: int = Field(description="rows matching the filters, over all pages")
+
+
+class PredictionRequestPublic(BaseModel):
+    """The answer to a POST: one prediction per target, in the order given (poll GET /v1/predictions/{id})."""
+
+    request_id: str
+    cached: bool = Field(description="every result was already in the store; nothing was queued")
+    data: list[PredictionPublic]
+    count: int
+
+
+class TargetPublic(TargetSpec):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "id": "rtx-3090", "name": "GeForce RTX 3090", "architecture": "Ampere", "compute_capability": "8.6",
+        "sm_count": 82, "boost_clock_mhz": 1695, "memory_size_gb": 24, "memory_bandwidth_gbps": 936,
+        "l2_cache_mb": 6, "fp32_tflops": 35.6, "fp16_tensor_tflops": 71, "bf16_tensor_tflops": 71,
+        "tf32_tensor_tflops": 35.6, "source": "https://...", "tensor_source": "https://...", "origin": "catalog"}]})
+
+
+class TargetsPublic(BaseModel):
+    data: list[TargetPublic]
+    count: int
+
+
+class HostPublic(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "id": "box:gpu0", "host_class": "gpu:3f2a9c1d0b8e7f65", "gpu_name": "NVIDIA H200",
+        "fingerprint": "3f2a9c1d0b8e7f65", "last_heartbeat": "2025-01-01T12:00:00Z", "alive": True,
+        "queue_depth": 2, "queues": {"gpu:3f2a9c1d0b8e7f65": 2, "cpu": 0}, "info": {"driver": "570.86.15"}}]})
+
+    id: str = Field(description="the worker's slot: <host name>:gpu<index>")
+    host_class: str
+    gpu_name: str | None = None
+    fingerprint: str
+    last_heartbeat: datetime
+    alive: bool = Field(description="a heartbeat arrived within UNDERSTUDY_HOST_STALE_S")
+    queue_depth: int | None = Field(default=None, description="jobs waiting in its host-class queue (null: Redis "
+                                                              "unreachable)")
+    queues: dict[str, int] | None = Field(default=None, description="jobs waiting in each queue it serves")
+    info: dict[str, Any] = Field(description="the host probe: GPU, driver, software versions, estimator versions")
+
+
+class HostsPublic(BaseModel):
+    data: list[HostPublic]
+    count: int
+
+
+class HealthPublic(BaseModel):
+    status: str = Field(examples=["ok"])
+    checks: dict[str, str] = Field(default_factory=dict, examples=[{"database": "ok", "redis": "ok"}])
+
+
+class FieldErrorPublic(BaseModel):
+    field: str = Field(examples=["workload.batch_size"])
+    reason: str = Field(examples=["Input should be greater than or equal to 1"])
+
+
+class ErrorPublic(BaseModel):
+    """Every error the API answers, whatever its status."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "detail": "workload.batch_size: Input should be greater than or equal to 1",
+        "errors": [{"field": "workload.batch_size", "reason": "Input should be greater than or equal to 1"}]}]})
+
+    detail: str
+    errors: list[FieldErrorPublic] | None = None
+
+
+# --- from rows --------------------------------------------------------------------------------------------------
+
+
+def describe_setting(setting: HostSetting) -> str:
+    """'28 SMs (green-context), 1777 MHz (emulated)'; 'all SMs' when the SM count was left alone."""
+    sms = f"{setting.sm_count} SMs ({setting.sm_mechanism})" if setting.sm_count else "all SMs"
+    clock = f", {setting.clock_mhz:.0f} MHz ({setting.clock_mode})" if setting.clock_mhz else ""
+    memory = f", memory capped at {setting.memory_cap_gb:g} GB" if setting.memory_cap_gb else ""
+    return sms + clock + memory
+
+
+def prediction_public(row: Prediction, cached: bool = False) -> PredictionPublic:
+    setting = None
+    if row.host_setting:
+        base = HostSetting.model_validate(row.host_setting)
+        setting = HostSettingPublic(**base.model_dump(), summary=describe_setting(base))
+    latency = None
+    if row.latency_ms is not None:
+        latency = LatencyPublic(min_ms=row.latency_ms, median_ms=row.median_ms, spread_ms=row.spread_ms)
+    worker = row.worker_id.removeprefix("us-") if row.worker_id else None
+    return PredictionPublic(
+        id=row.id,
+        request_id=row.request_id,
+        status=Status(row.status),
+        cached=cached,
+        model=row.model,
+        workload=row.workload,
+        target_id=row.target_id,
+        target_name=(row.target or {}).get("name"),
+        estimator=row.estimator,
+        estimator_version=row.estimator_version,
+        latency=latency,
+        samples_per_s=row.samples_per_s,
+        host_setting=setting,
+        timing_mode=row.timing_mode,  # type: ignore[arg-type]
+        host=PredictionHost(host_class=row.host_class, fingerprint=row.host_fingerprint, gpu_name=row.host_name,
+                            worker=worker),
+        error=row.error,
+        details=row.details or {},
+        attempts=row.attempts,
+        created_at=row.created_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+    )
+
+
+def host_public(host: Host, alive: bool, queues: dict[str, int] | None) -> HostPublic:
+    return HostPublic(
+        id=host.id, host_class=host.host_class, gpu_name=host.gpu_name, fingerprint=host.fingerprint,
+        last_heartbeat=host.last_heartbeat, alive=alive,
+        queue_depth=queues.get(host.host_class) if queues is not None else None, queues=queues, info=host.info,
+    )
