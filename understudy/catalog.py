@@ -71,7 +71,8 @@ class TargetSpec(BaseModel):
 
 
 def _normalise(text: str) -> str:
-    text = re.sub(r"^(geforce|nvidia tesla|nvidia|tesla)\s+", "", text.strip().lower())
+    # Vendor and brand words, in any combination: NVML says 'NVIDIA GeForce RTX 4090', the catalog 'GeForce RTX 4090'.
+    text = re.sub(r"^(?:(?:geforce|nvidia|tesla)\s+)+", "", text.strip().lower())
     return re.sub(r"[^a-z0-9]+", "", text)
 
 

@@ -1,0 +1,151 @@
+"""`understudy predict` and `understudy targets` end to end, in-process through typer's runner, on a machine
+without a GPU (NVML made unloadable, so this also holds on the GPU test host), with a SQLite cache per test."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from understudy.cli import cli
+from understudy.workload import Workload
+
+RUNNER = CliRunner()
+
+
+@pytest.fixture
+def database_url(tmp_path: Path, no_gpu: None) -> str:
+    return f"sqlite:///{tmp_path / 'predictions.sqlite'}"
+
+
+def invoke(*args: str) -> Any:
+    return RUNNER.invoke(cli, list(args), env={"COLUMNS": "200"})
+
+
+def predict_json(database_url: str, model: str, targets: str, *extra: str) -> dict[str, Any]:
+    result = invoke("predict", model, "--targets", targets, "--json", "--database-url", database_url, *extra)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def words(text: str) -> str:
+    """Text with line wrapping undone (the error console wraps long messages)."""
+    return " ".join(text.split())
+
+
+def test_predict_without_gpu_uses_analytic_and_says_so(database_url: str) -> None:
+    result = invoke("predict", "resnet18", "--targets", "rtx-3060,t4", "--json", "--database-url", database_url)
+    assert result.exit_code == 0, result.output
+    assert "no NVIDIA GPU found" in words(result.stderr)
+    assert "using the analytic estimator" in words(result.stderr)
+    out = json.loads(result.stdout)
+    assert [p["estimator"] for p in out["predictions"]] == ["analytic", "analytic"]
+    assert [p["status"] for p in out["predictions"]] == ["done", "done"]
+    assert out["host"]["gpu_name"] is None
+
+
+def test_predict_json_describes_the_workload_in_canonical_form(database_url: str) -> None:
+    out = predict_json(database_url, "resnet18", "t4", "--mode", "infer", "--batch-size", "8",
+                       "--optimizer", "adamw")
+    assert out["workload"] == Workload(model="resnet18", mode="infer", batch_size=8).canonical()
+    assert out["predictions"][0]["workload_digest"] == Workload(model="resnet18", mode="infer", batch_size=8).digest()
+
+
+def test_repeat_predict_is_served_from_the_sqlite_cache(database_url: str) -> None:
+    first = predict_json(database_url, "test_vit", "rtx-3060,rtx-4090")
+    again = predict_json(database_url, "test_vit", "rtx-3060,rtx-4090")
+    assert [p["cached"] for p in first["predictions"]] == [False, False]
+    assert [p["cached"] for p in again["predictions"]] == [True, True]
+    assert [p["latency_ms"] for p in again["predictions"]] == [p["latency_ms"] for p in first["predictions"]]
+    assert Path(database_url.removeprefix("sqlite:///")).is_file()
+
+
+def test_cache_serves_only_the_same_workload(database_url: str) -> None:
+    predict_json(database_url, "test_vit", "t4")
+    other = predict_json(database_url, "test_vit", "t4", "--batch-size", "64")
+    assert other["predictions"][0]["cached"] is False
+
+
+def test_cache_serves_a_target_whatever_its_spelling(database_url: str) -> None:
+    predict_json(database_url, "test_vit", "rtx-3060-12-gb")
+    again = predict_json(database_url, "test_vit", "RTX 3060")
+    assert again["predictions"][0]["cached"] is True
+
+
+def test_three_spellings_of_one_target_resolve_to_one_id(database_url: str) -> None:
+    out = predict_json(database_url, "test_vit", "rtx3060,RTX 3060,GeForce RTX 3060 (12 GB)")
+    assert [p["target_id"] for p in out["predictions"]] == ["rtx-3060-12-gb"] * 3
+    assert len({p["latency_ms"] for p in out["predictions"]}) == 1
+
+
+def test_unknown_model_is_a_clear_error_listing_close_matches(database_url: str) -> None:
+    result = invoke("predict", "resnet5", "--targets", "t4", "--database-url", database_url)
+    assert result.exit_code == 2
+    assert "unknown timm model 'resnet5'; close matches: resnet50" in words(result.stderr)
+    assert result.stdout == ""
+
+
+def test_unknown_target_lists_close_names(database_url: str) -> None:
+    result = invoke("predict", "resnet18", "--targets", "rtx 3099", "--database-url", database_url)
+    assert result.exit_code == 2
+    assert "unknown target 'rtx 3099'; did you mean" in words(result.stderr)
+    assert "rtx-3090" in result.stderr
+
+
+def test_ambiguous_target_lists_the_candidates(database_url: str) -> None:
+    result = invoke("predict", "resnet18", "--targets", "A100", "--database-url", database_url)
+    assert result.exit_code == 2
+    message = words(result.stderr)
+    assert "target 'A100' is ambiguous" in message
+    assert "a100-sxm4-40-gb" in message and "a100-sxm4-80-gb" in message
+
+
+@pytest.mark.parametrize("estimator", ["spec", "hostaware", "flops"])
+def test_gpu_estimator_without_gpu_exits_2_with_a_message(database_url: str, estimator: str) -> None:
+    result = invoke("predict", "resnet18", "--targets", "t4", "--estimator", estimator, "--database-url",
+                    database_url)
+    assert result.exit_code == 2
+    assert f"estimator '{estimator}' times the workload on an NVIDIA GPU and this machine has none; use --estimator " \
+           "analytic" in words(result.stderr)
+
+
+def test_invalid_option_value_names_the_field(database_url: str) -> None:
+    result = invoke("predict", "resnet18", "--targets", "t4", "--precision", "fp8", "--database-url", database_url)
+    assert result.exit_code == 2
+    assert "precision:" in words(result.stderr)
+
+
+def test_predict_prints_a_table_without_json(database_url: str) -> None:
+    result = invoke("predict", "test_vit", "--targets", "t4", "--database-url", database_url)
+    assert result.exit_code == 0, result.output
+    assert "NVIDIA Tesla T4" in result.stdout
+    assert "analytic@1" in result.stdout
+    assert "test_vit train amp-fp16 b32 224px on no GPU" in words(result.stdout)
+
+
+def test_targets_lists_the_catalog_as_json() -> None:
+    result = invoke("targets", "--json")
+    assert result.exit_code == 0
+    listed = json.loads(result.stdout)
+    assert len(listed) >= 50
+    assert {"rtx-3060-12-gb", "h200-sxm-141-gb"} <= {t["id"] for t in listed}
+
+
+def test_targets_prints_a_table() -> None:
+    result = invoke("targets")
+    assert result.exit_code == 0
+    assert "rtx-3060-12-gb" in result.stdout and "GeForce RTX 3060 (12 GB)" in result.stdout
+
+
+def test_installed_command_runs() -> None:
+    command = Path(sys.executable).parent / "understudy"
+    if not command.exists():
+        pytest.skip("the understudy command is not installed next to this interpreter")
+    done = subprocess.run([str(command), "targets", "--json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert any(t["id"] == "t4" for t in json.loads(done.stdout))

@@ -1,0 +1,66 @@
+"""On a real NVIDIA GPU (the H200 test host): a green context really takes SMs away, the timing path captures a
+CUDA graph, and the memory cap turns a workload too big for the target into OOM. Skipped without CUDA."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from understudy.workload import Workload
+from worker.restrict import green_context, memory_cap
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU with CUDA"),
+]
+
+
+def _matmul_loop_ms(stream: torch.cuda.Stream, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
+                    steps: int = 20) -> float:
+    """Best of three timings of `steps` large matmuls on `stream`, in milliseconds."""
+    best = float("inf")
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            torch.mm(a, b, out=out)
+        for _ in range(3):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record(stream)
+            for _ in range(steps):
+                torch.mm(a, b, out=out)
+            end.record(stream)
+            end.synchronize()
+            best = min(best, start.elapsed_time(end))
+    return best
+
+
+def test_green_context_of_32_sms_slows_a_large_matmul_loop() -> None:
+    a, b = (torch.randn(8192, 8192, device="cuda", dtype=torch.float16) for _ in range(2))
+    out = torch.empty_like(a)
+    all_sms = _matmul_loop_ms(torch.cuda.Stream(), a, b, out)
+    with green_context(32) as stream:
+        restricted = _matmul_loop_ms(stream, a, b, out)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    # Compute-bound: time grows about as all SMs / 32 (4.1x on the H200); ask for well over half of that.
+    assert restricted > 0.6 * (sms / 32) * all_sms, (restricted, all_sms)
+
+
+def test_measure_times_resnet18_training_in_graph_mode() -> None:
+    from worker.timing import measure
+
+    result = measure(Workload(model="resnet18", batch_size=32), windows=3, window_ms=20.0)
+    assert result.status == "done", result.error
+    assert result.timing_mode == "graph"
+    assert result.min_ms is not None and 0 < result.min_ms <= (result.median_ms or 0)
+    assert result.peak_memory_gb is not None and result.peak_memory_gb > 0
+
+
+def test_memory_cap_turns_a_workload_too_big_for_the_target_into_oom() -> None:
+    from worker.timing import measure
+
+    with memory_cap(2.0):
+        result = measure(Workload(model="resnet50", batch_size=256), windows=1, window_ms=5.0)
+    assert result.status == "oom"
+    # The cap is lifted afterwards: 4 GB fit again.
+    block = torch.empty(4 * 1024**3, dtype=torch.uint8, device="cuda")
+    del block
+    torch.cuda.empty_cache()

@@ -1,0 +1,89 @@
+"""The CLI's SQLite cache (worker.local.predict_cached): hits are served without predicting, misses are predicted
+together, failures are tried again, and a measured result is keyed to the host that measured it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import FakeMeasure, FakeNvml, RestrictionRecorder, h200_host, make_settings
+
+from sqlalchemy import Engine as Database
+
+from understudy.catalog import TargetSpec, catalog
+from understudy.results import Measurement, PredictionResult
+from understudy.store.db import init_sqlite
+from understudy.workload import Workload
+from worker.engine import Engine, Progress
+from worker.local import predict_cached
+
+WORKLOAD = Workload(model="test_vit", mode="infer")
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Database:
+    return init_sqlite(f"sqlite:///{tmp_path / 'cache.sqlite'}")
+
+
+class CountingEngine(Engine):
+    """An engine that records which targets it was asked to predict."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.asked: list[list[str]] = []
+
+    def predict(self, workload: Workload, targets: list[TargetSpec], estimator_name: str | None = None,
+                progress: Progress | None = None) -> list[PredictionResult]:
+        self.asked.append([t.id for t in targets])
+        return super().predict(workload, targets, estimator_name, progress)
+
+
+@pytest.fixture
+def cpu_engine(no_gpu: None) -> CountingEngine:
+    return CountingEngine(make_settings())
+
+
+def test_second_call_is_served_from_the_cache_without_predicting(db: Database, cpu_engine: CountingEngine) -> None:
+    targets = [catalog().get("t4"), catalog().get("l4")]
+    first = predict_cached(cpu_engine, db, WORKLOAD, targets)
+    again = predict_cached(cpu_engine, db, WORKLOAD, targets)
+    assert [cached for _, cached in first] == [False, False]
+    assert [cached for _, cached in again] == [True, True]
+    assert cpu_engine.asked == [["t4", "l4"]]
+    assert [r.latency_ms for r, _ in again] == [r.latency_ms for r, _ in first]
+
+
+def test_only_the_targets_missing_from_the_cache_are_predicted(db: Database, cpu_engine: CountingEngine) -> None:
+    predict_cached(cpu_engine, db, WORKLOAD, [catalog().get("t4")])
+    rows = predict_cached(cpu_engine, db, WORKLOAD, [catalog().get("l4"), catalog().get("t4")])
+    assert cpu_engine.asked == [["t4"], ["l4"]]
+    assert [(r.target_id, cached) for r, cached in rows] == [("l4", False), ("t4", True)]
+
+
+def test_cached_result_equals_the_fresh_one(db: Database, cpu_engine: CountingEngine) -> None:
+    ((fresh, _),) = predict_cached(cpu_engine, db, WORKLOAD, [catalog().get("t4")])
+    ((cached, hit),) = predict_cached(cpu_engine, db, WORKLOAD, [catalog().get("t4")])
+    assert hit
+    assert cached.model_dump(exclude={"details"}) == fresh.model_dump(exclude={"details"})
+
+
+def test_failed_prediction_is_tried_again(db: Database, monkeypatch: pytest.MonkeyPatch,
+                                          recorder: RestrictionRecorder) -> None:
+    failing = FakeMeasure(result=Measurement(status="failed", error="CUDA error: device busy"))
+    monkeypatch.setattr("worker.timing.measure", failing)
+    engine = Engine(make_settings(), nvml=FakeNvml(), host=h200_host())
+    predict_cached(engine, db, WORKLOAD, [catalog().get("t4")], "spec")
+    ((result, cached),) = predict_cached(engine, db, WORKLOAD, [catalog().get("t4")], "spec")
+    assert (result.status, cached) == ("failed", False)
+    assert len(failing.calls) == 2
+
+
+def test_measured_prediction_is_not_served_to_another_host(db: Database, monkeypatch: pytest.MonkeyPatch,
+                                                           recorder: RestrictionRecorder) -> None:
+    monkeypatch.setattr("worker.timing.measure", FakeMeasure())
+    first_host = Engine(make_settings(), nvml=FakeNvml(), host=h200_host())
+    other_host = Engine(make_settings(), nvml=FakeNvml(), host=h200_host(fingerprint="another-h200"))
+    predict_cached(first_host, db, WORKLOAD, [catalog().get("t4")], "spec")
+    ((_, cached),) = predict_cached(other_host, db, WORKLOAD, [catalog().get("t4")], "spec")
+    assert not cached
