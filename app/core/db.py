@@ -6,6 +6,8 @@ from collections.abc import Iterator
 from functools import lru_cache
 
 from redis import Redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -29,5 +31,7 @@ def session_for(settings: Settings) -> Iterator[Session]:
 
 @lru_cache(maxsize=8)
 def redis_for(url: str) -> Redis:
-    # Short timeouts: an unreachable Redis must turn into a 503 quickly, not a hung request.
-    return Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5, health_check_interval=30)
+    # Short timeouts and two quick retries (redis-py's default is ten with backoff): an unreachable Redis must turn
+    # into a 503 within a second, not a hung request.
+    return Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5, health_check_interval=30,
+                          retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 2))

@@ -1,0 +1,137 @@
+"""Fixtures for the service tests: the real PostgreSQL (a schema of its own, tables truncated per test), the real
+Redis (database 15, flushed before and after each test), the app under TestClient, an API key, and a way to run the
+queued jobs (helpers.run_queued_jobs: rq's SimpleWorker, in this process).
+
+TEST_DATABASE_URL names the database (default postgresql+psycopg://root@127.0.0.1:5432/test); TEST_REDIS_URL the
+Redis database (default redis://127.0.0.1:6379/15).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from redis import Redis
+from sqlalchemy import Engine, create_engine, make_url, text
+from sqlalchemy.exc import OperationalError
+
+from .helpers import SCHEMA, SERVICE_ENV, TABLES, TEST_DATABASE_URL, TEST_REDIS_URL
+
+
+def schema_url(url: str, schema: str) -> str:
+    """The URL with every connection's search_path set to one schema."""
+    parsed = make_url(url)
+    return parsed.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
+
+
+def ensure_database(url: str) -> None:
+    try:
+        create_engine(url).connect().close()
+    except OperationalError as exc:
+        if "does not exist" not in str(exc):
+            raise
+        name = make_url(url).database
+        admin = create_engine(make_url(url).set(database="postgres"), isolation_level="AUTOCOMMIT")
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+        admin.dispose()
+
+
+@pytest.fixture(scope="package")
+def service_env() -> Iterator[dict[str, str]]:
+    """The environment of this package's tests; restored afterwards so other test packages never see it."""
+    from understudy.settings import get_settings
+
+    env = {**SERVICE_ENV, "DATABASE_URL": schema_url(TEST_DATABASE_URL, SCHEMA)}
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    get_settings.cache_clear()
+    yield env
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    get_settings.cache_clear()
+
+
+@pytest.fixture(scope="package")
+def db(service_env: dict[str, str]) -> Iterator[Engine]:
+    """A schema of our own in the test database, brought up by the migrations, dropped at the end."""
+    from alembic import command
+    from alembic.config import Config
+
+    from understudy.service_cli import ALEMBIC_INI
+    from understudy.store.db import get_engine
+
+    ensure_database(TEST_DATABASE_URL)
+    admin = create_engine(TEST_DATABASE_URL)
+    with admin.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{SCHEMA}"'))
+    config = Config(str(ALEMBIC_INI))
+    config.set_main_option("sqlalchemy.url", service_env["DATABASE_URL"].replace("%", "%%"))
+    command.upgrade(config, "head")
+    engine = get_engine(service_env["DATABASE_URL"])
+    yield engine
+    engine.dispose()
+    with admin.begin() as connection:
+        connection.execute(text(f'DROP SCHEMA "{SCHEMA}" CASCADE'))
+    admin.dispose()
+
+
+@pytest.fixture(scope="package")
+def settings(service_env: dict[str, str], db: Engine) -> Any:
+    from understudy.settings import get_settings
+
+    return get_settings()
+
+
+@pytest.fixture
+def redis(service_env: dict[str, str]) -> Iterator[Redis]:
+    connection = Redis.from_url(TEST_REDIS_URL)
+    connection.flushdb()
+    yield connection
+    connection.flushdb()
+    connection.close()
+
+
+@pytest.fixture(autouse=True)
+def clean(db: Engine, redis: Redis) -> Iterator[None]:
+    """Every test starts with empty tables and an empty Redis database."""
+    with db.begin() as connection:
+        connection.execute(text(f"TRUNCATE {', '.join(TABLES)} CASCADE"))
+    yield
+
+
+@pytest.fixture
+def app(settings: Any) -> Iterator[Any]:
+    from app.main import app as the_app
+
+    yield the_app
+    the_app.dependency_overrides.clear()
+
+
+@pytest.fixture
+def client(app: Any) -> Iterator[Any]:
+    from fastapi.testclient import TestClient
+
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def api_key(db: Engine) -> str:
+    from sqlalchemy.orm import Session
+
+    from app.security import create_api_key
+
+    with Session(db) as session:
+        _, token = create_api_key(session=session, name="tests")
+    return token
+
+
+@pytest.fixture
+def auth(api_key: str) -> dict[str, str]:
+    return {"X-API-Key": api_key}

@@ -1,0 +1,42 @@
+"""Constants and small helpers the service tests share (conftest.py holds the fixtures)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from redis import Redis
+from rq import Queue, SimpleWorker
+
+TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL", "postgresql+psycopg://root@127.0.0.1:5432/test")
+TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+SCHEMA = f"service_test_{os.getpid()}"
+TABLES = ("calibrations", "predictions", "api_keys", "hosts")
+
+# What the service processes (the app here, the job functions here, workers in subprocesses) read.
+SERVICE_ENV = {
+    "REDIS_URL": TEST_REDIS_URL,
+    "UNDERSTUDY_REQUIRE_API_KEY": "true",
+    "UNDERSTUDY_READ_REQUIRES_KEY": "false",
+    "UNDERSTUDY_RECONCILE_INTERVAL_S": "0",  # the tests run the reconciler themselves
+    "UNDERSTUDY_RECONCILE_GRACE_S": "30",
+    "UNDERSTUDY_HOST_NAME": "testbox",
+    "UNDERSTUDY_HEARTBEAT_S": "0.5",
+    "UNDERSTUDY_LOCK_TTL_S": "2",
+    "UNDERSTUDY_JOB_TIMEOUT_S": "120",
+}
+
+WORKLOAD = {"model": "resnet18", "mode": "infer", "batch_size": 8, "resolution": 64, "precision": "fp32"}
+
+
+def run_queued_jobs(redis: Redis, queues: tuple[str, ...] = ("cpu",)) -> None:
+    """Run every queued job in this process, as a worker would, until the queues are empty."""
+    SimpleWorker([Queue(name, connection=redis) for name in queues], connection=redis).work(burst=True)
+
+
+def queued_job_count(redis: Redis, queue: str = "cpu") -> int:
+    return Queue(queue, connection=redis).count
+
+
+def predict_body(targets: list[Any] | None = None, **workload: Any) -> dict[str, Any]:
+    return {"workload": {**WORKLOAD, **workload}, "targets": targets or ["rtx-3090"], "estimator": "analytic"}

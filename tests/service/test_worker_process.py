@@ -1,0 +1,128 @@
+"""The real worker (`understudy worker`) in a subprocess: it runs jobs, holds its GPU alone, and what it was running
+when killed completes on the next worker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from redis import Redis
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from understudy.store.models import Host, Prediction
+from worker.main import GpuLock
+
+from .helpers import predict_body
+
+SLOWJOB = Path(__file__).parent / "slowjob"
+
+
+def start_worker(*args: str, slow_s: float = 0.0) -> subprocess.Popen:
+    env = dict(os.environ)
+    if slow_s:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SLOWJOB), env.get("PYTHONPATH")]))
+        env["UNDERSTUDY_TEST_PREDICT_DELAY_S"] = str(slow_s)
+    return subprocess.Popen([sys.executable, "-m", "understudy.cli", "worker", "--gpu", "0", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def row(db, prediction_id: str) -> Prediction:
+    with Session(db) as session:
+        return session.scalars(select(Prediction).where(Prediction.id == prediction_id)).one()
+
+
+def wait_for(condition, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.fixture
+def workers():
+    started: list[subprocess.Popen] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=10)
+
+
+def test_a_burst_worker_runs_a_post_and_registers_its_host(client, auth, db, workers):
+    created = client.post("/v1/predictions", json=predict_body(["rtx-3090", "t4"]), headers=auth)
+    workers.append(worker := start_worker("--burst"))
+
+    output, _ = worker.communicate(timeout=120)
+
+    assert worker.returncode == 0, output
+    for item in created.json()["data"]:
+        polled = client.get(f"/v1/predictions/{item['id']}").json()
+        assert polled["status"] == "done", polled
+        assert polled["host"]["worker"].startswith("testbox:gpu0-")
+    with Session(db) as session:
+        host = session.get(Host, "testbox:gpu0")
+    assert host is not None and host.info["gpu_index"] == 0
+    assert host.info["estimators"]["analytic"] == {"version": "1", "needs_gpu": False}
+
+
+def test_a_worker_waits_while_another_holds_its_gpu(settings, workers):
+    redis = Redis.from_url(settings.redis_url)
+    holder = GpuLock(redis, "testbox:gpu0", "us-someone-else", ttl_s=30)
+    assert holder.acquire(wait_s=0)
+    workers.append(worker := start_worker("--burst", "--wait", "1"))
+
+    output, _ = worker.communicate(timeout=60)
+
+    assert worker.returncode == 1
+    assert "held by another worker" in output
+    holder.release()
+
+
+def test_a_job_whose_worker_is_killed_mid_job_completes_on_the_next_worker(client, auth, db, workers):
+    created = client.post("/v1/predictions", json=predict_body(), headers=auth)
+    prediction_id = created.json()["data"][0]["id"]
+    workers.append(first := start_worker(slow_s=60))
+    wait_for(lambda: row(db, prediction_id).status == "running", 90, "the first worker to start the job")
+    jobs = children_of(first.pid)
+    assert jobs, "the job runs in a process of its own"
+    first_worker_id = row(db, prediction_id).worker_id
+
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=10)
+
+    wait_for(lambda: not any(alive(pid) for pid in jobs), 10, "the job process to die with its worker")
+    workers.append(second := start_worker("--burst"))
+    output, _ = second.communicate(timeout=120)
+    assert second.returncode == 0, output
+    finished = row(db, prediction_id)
+    assert finished.status == "done"
+    assert finished.attempts == 2
+    assert finished.worker_id != first_worker_id
