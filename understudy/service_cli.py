@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -21,6 +23,23 @@ console = Console(stderr=True)
 keys_cli = typer.Typer(add_completion=False, no_args_is_help=True, help="Create, list and revoke API keys.")
 
 ALEMBIC_INI = Path(__file__).resolve().parents[1] / "alembic.ini"
+
+
+@contextmanager
+def _store_errors() -> Iterator[None]:
+    """Database trouble as one readable line instead of a traceback."""
+    from sqlalchemy.exc import OperationalError, ProgrammingError
+
+    try:
+        yield
+    except ProgrammingError as exc:
+        if type(exc.orig).__name__ != "UndefinedTable":
+            raise
+        console.print("[red]error:[/red] the database has no Understudy tables yet: run `alembic upgrade head`")
+        raise typer.Exit(1) from None
+    except OperationalError as exc:
+        console.print(f"[red]error:[/red] cannot reach the database (DATABASE_URL): {str(exc.orig).strip()}")
+        raise typer.Exit(1) from None
 
 
 def _logging(level: str) -> None:
@@ -77,14 +96,21 @@ def worker(
     burst: Annotated[bool, typer.Option(help="stop when the queues are empty")] = False,
     wait: Annotated[Optional[float], typer.Option(help="seconds to wait for the GPU's lock when another worker "
                                                        "holds it (default: forever)")] = None,
+    check: Annotated[bool, typer.Option("--check", help="only check that this machine's worker for the GPU is "
+                                                        "alive (exit 0) or not (exit 1): a container healthcheck")]
+    = False,
     log_level: Annotated[str, typer.Option(help="debug|info|warning|error")] = "info",
 ) -> None:
     """Run the worker for one GPU: an exclusive lock on it, one job at a time, each job in a fresh process."""
-    from worker.main import WorkerError, run_worker
+    from worker.main import WorkerError, healthcheck, run_worker
 
     settings = get_settings()
-    _logging(log_level)
     index = settings.worker_gpu if gpu < 0 else gpu
+    if check:
+        healthy, message = healthcheck(settings, index)
+        console.print(message)
+        raise typer.Exit(0 if healthy else 1)
+    _logging(log_level)
     try:
         code = run_worker(settings, index, burst=burst, wait_s=wait)
     except WorkerError as exc:
@@ -101,7 +127,7 @@ def keys_create(
     from app.security import create_api_key
     from understudy.store.db import get_engine, session_scope
 
-    with session_scope(get_engine(get_settings().database_url)) as session:
+    with _store_errors(), session_scope(get_engine(get_settings().database_url)) as session:
         key, token = create_api_key(session=session, name=name)
         console.print(f"created key {key.id} ({name}); send it as the X-API-Key header. It is shown only now:")
     sys.stdout.write(token + "\n")
@@ -115,7 +141,7 @@ def keys_list() -> None:
     from understudy.store.db import get_engine, session_scope
     from understudy.store.models import ApiKey
 
-    with session_scope(get_engine(get_settings().database_url)) as session:
+    with _store_errors(), session_scope(get_engine(get_settings().database_url)) as session:
         for key in session.scalars(select(ApiKey).order_by(ApiKey.created_at)):
             revoked = f" revoked {key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else ""
             sys.stdout.write(f"{key.id}  {key.prefix}…  {key.name}  {key.created_at:%Y-%m-%d %H:%M}{revoked}\n")
@@ -127,7 +153,7 @@ def keys_revoke(key: Annotated[str, typer.Argument(help="the key's id or prefix"
     from app.security import revoke_api_key
     from understudy.store.db import get_engine, session_scope
 
-    with session_scope(get_engine(get_settings().database_url)) as session:
+    with _store_errors(), session_scope(get_engine(get_settings().database_url)) as session:
         count = revoke_api_key(session=session, key_id_or_prefix=key)
     if not count:
         console.print(f"[red]error:[/red] no live key {key!r}")

@@ -49,16 +49,29 @@ class WorkerError(RuntimeError):
 def probe_child(gpu_index: int) -> None:
     """Entry point of the probe process: print the host and the estimator versions it would record, as JSON."""
     from worker.estimators import ESTIMATORS, get_estimator
-    from worker.probe import probe_host
+    from worker.probe import load_nvml, probe_host
 
-    host = probe_host(gpu_index)
+    nvml = load_nvml()
+    host = probe_host(gpu_index, nvml)
     estimators = {}
     for name, cls in ESTIMATORS.items():
         estimators[name] = {"version": get_estimator(name).version, "needs_gpu": bool(cls.needs_gpu)}
-    sys.stdout.write("\n" + json.dumps({"host": host.model_dump(mode="json"), "estimators": estimators}) + "\n")
+    gpu_uuid = None
+    if nvml is not None and host.has_gpu:
+        raw = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(gpu_index))
+        gpu_uuid = raw.decode() if isinstance(raw, bytes) else str(raw)
+    result = {"host": host.model_dump(mode="json"), "estimators": estimators, "gpu_uuid": gpu_uuid}
+    sys.stdout.write("\n" + json.dumps(result) + "\n")
 
 
-def probe(gpu_index: int, timeout_s: float = 300.0) -> tuple[HostInfo, dict[str, Any]]:
+@dataclass(frozen=True)
+class Probe:
+    host: HostInfo
+    estimators: dict[str, Any]
+    gpu_uuid: str | None  # NVML's GPU-... id: one lock per physical GPU, whatever the machine calls itself
+
+
+def probe(gpu_index: int, timeout_s: float = 300.0) -> Probe:
     """The host as a fresh process sees it (CUDA initialised there, never here)."""
     code = "import sys; from worker.main import probe_child; probe_child(int(sys.argv[1]))"
     done = subprocess.run([sys.executable, "-c", code, str(gpu_index)], capture_output=True, text=True,
@@ -66,7 +79,7 @@ def probe(gpu_index: int, timeout_s: float = 300.0) -> tuple[HostInfo, dict[str,
     if done.returncode != 0:
         raise WorkerError(f"the host probe failed:\n{done.stderr.strip()[-2000:]}")
     data = json.loads(done.stdout.strip().splitlines()[-1])
-    return HostInfo.model_validate(data["host"]), data["estimators"]
+    return Probe(HostInfo.model_validate(data["host"]), data["estimators"], data.get("gpu_uuid"))
 
 
 # --- the GPU lock -----------------------------------------------------------------------------------------------
@@ -215,16 +228,17 @@ def run_worker(settings: Settings, gpu_index: int, *, burst: bool = False, wait_
     """Serve jobs for GPU `gpu_index` until stopped (or, with burst, until the queues are empty). Returns an exit code."""
     redis = Redis.from_url(settings.redis_url)
     db = get_engine(settings.database_url)
-    host, estimators = probe(gpu_index)
+    probed = probe(gpu_index)
+    host = probed.host
     hclass = host_class(host)
     queues = [hclass, CPU_QUEUE] if hclass != CPU_QUEUE else [CPU_QUEUE]
     if not host.has_gpu:
         log.warning("%s: serving only estimators that need no GPU (queue %r)", host.note or "no GPU", CPU_QUEUE)
     slot = host_id(settings.host_name, gpu_index)
     token = f"{WORKER_TOKEN_PREFIX}{slot}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    lock = GpuLock(redis, slot, token, settings.lock_ttl_s)
+    lock = GpuLock(redis, probed.gpu_uuid or slot, token, settings.lock_ttl_s)
     if not lock.acquire(wait_s):
-        raise WorkerError(f"GPU {slot} is held by another worker")
+        raise WorkerError(f"GPU {probed.gpu_uuid or slot} ({slot}) is held by another worker")
     # The job processes read these: which GPU, which worker claims rows, whose death kills them.
     os.environ.update({"UNDERSTUDY_WORKER_GPU": str(gpu_index), ENV_WORKER_TOKEN: token,
                        ENV_WORKER_PID: str(os.getpid())})
@@ -234,8 +248,9 @@ def run_worker(settings: Settings, gpu_index: int, *, burst: bool = False, wait_
                           on_lost_lock=lambda: os.kill(os.getpid(), signal.SIGTERM))
     try:
         register_host(db, slot, host, {
-            **host.model_dump(mode="json"), "estimators": estimators, "host_name": settings.host_name,
-            "gpu_index": gpu_index, "worker": token, "queues": queues, "pid": os.getpid(),
+            **host.model_dump(mode="json"), "estimators": probed.estimators, "host_name": settings.host_name,
+            "gpu_index": gpu_index, "gpu_uuid": probed.gpu_uuid, "lock": lock.keys[0], "worker": token,
+            "queues": queues, "pid": os.getpid(),
         })
         report = reconcile(db, redis, settings)
         log.info("worker %s serving %s (reconciler re-queued %d row(s))", token, queues, len(report.requeued))
@@ -248,3 +263,21 @@ def run_worker(settings: Settings, gpu_index: int, *, burst: bool = False, wait_
             lock.release()
         except RedisError:
             pass
+
+
+def healthcheck(settings: Settings, gpu_index: int) -> tuple[bool, str]:
+    """Whether a worker for this slot runs on this machine: its hosts row is fresh and it holds its lock."""
+    slot = host_id(settings.host_name, gpu_index)
+    with Session(get_engine(settings.database_url)) as session:
+        row = session.get(Host, slot)
+        if row is None:
+            return False, f"no worker registered as {slot}"
+        age = (utcnow() - row.last_heartbeat).total_seconds()
+        info = dict(row.info or {})
+    if age > settings.lock_ttl_s:
+        return False, f"{slot}: last heartbeat {age:.0f} s ago"
+    redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=2)
+    holder = redis.get(info.get("lock") or gpu_lock_key(slot))
+    if holder is None or holder.decode() != info.get("worker"):
+        return False, f"{slot}: the worker does not hold its GPU lock"
+    return True, f"{slot}: ok (heartbeat {age:.0f} s ago)"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
-from redis import Redis
 from sqlalchemy import Engine, func, select, update
 from sqlalchemy.orm import Session
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
@@ -105,3 +107,27 @@ def test_two_reconcilers_at_once_queue_a_lost_row_once(client, auth, redis, db, 
     requeued = [row for report in reports for row in report.requeued]
     assert len(requeued) == len(set(requeued)) == 3
     assert queued_job_count(redis) == sum(len(report.jobs) for report in reports)
+
+
+def test_the_api_re_queues_lost_rows_on_its_own(app, auth, redis, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from understudy.settings import get_settings
+
+    monkeypatch.setenv("UNDERSTUDY_RECONCILE_INTERVAL_S", "0.2")
+    monkeypatch.setenv("UNDERSTUDY_RECONCILE_GRACE_S", "0")
+    get_settings.cache_clear()
+    try:
+        with TestClient(app) as client:
+            created = client.post("/v1/predictions", json=predict_body(), headers=auth)
+            redis.flushdb()
+            deadline = time.monotonic() + 10
+            while queued_job_count(redis) == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            run_queued_jobs(redis)
+            prediction = client.get(f"/v1/predictions/{created.json()['data'][0]['id']}").json()
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
+
+    assert prediction["status"] == "done"

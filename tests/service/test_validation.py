@@ -150,3 +150,14 @@ def test_too_many_targets_is_422(client, app, settings, auth):
     answer = client.post("/v1/predictions", json=predict_body(["t4", "l4", "rtx-3090"]), headers=auth)
 
     assert "at most 2 targets" in field_errors(answer)["targets"]
+
+
+def test_understudy_keys_create_makes_a_key_that_writes(client):
+    import subprocess
+    import sys
+
+    made = subprocess.run([sys.executable, "-m", "understudy.cli", "keys", "create", "--name", "ci"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    token = made.stdout.strip()
+
+    assert client.post("/v1/predictions", json=predict_body(), headers={"X-API-Key": token}).status_code == 202

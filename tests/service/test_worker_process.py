@@ -11,12 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from redis import Redis
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from understudy.store.models import Host, Prediction
-from worker.main import GpuLock
 
 from .helpers import predict_body
 
@@ -93,17 +91,40 @@ def test_a_burst_worker_runs_a_post_and_registers_its_host(client, auth, db, wor
     assert host.info["estimators"]["analytic"] == {"version": "1", "needs_gpu": False}
 
 
-def test_a_worker_waits_while_another_holds_its_gpu(settings, workers):
-    redis = Redis.from_url(settings.redis_url)
-    holder = GpuLock(redis, "testbox:gpu0", "us-someone-else", ttl_s=30)
-    assert holder.acquire(wait_s=0)
-    workers.append(worker := start_worker("--burst", "--wait", "1"))
+def registered(db) -> bool:
+    with Session(db) as session:
+        return session.get(Host, "testbox:gpu0") is not None
 
-    output, _ = worker.communicate(timeout=60)
 
-    assert worker.returncode == 1
-    assert "held by another worker" in output
-    holder.release()
+def check_worker() -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "understudy.cli", "worker", "--check", "--gpu", "0"],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_second_worker_for_the_same_gpu_waits_for_the_first(db, workers):
+    workers.append(first := start_worker())
+    wait_for(lambda: registered(db), 60, "the first worker to register")
+
+    workers.append(second := start_worker("--burst", "--wait", "1"))
+    output, _ = second.communicate(timeout=60)
+
+    assert second.returncode == 1
+    assert "is held by another worker" in output
+    assert first.poll() is None
+
+
+def test_the_healthcheck_passes_while_the_worker_runs_and_fails_after_it_stops(db, workers):
+    workers.append(worker := start_worker())
+    wait_for(lambda: registered(db), 60, "the worker to register")
+
+    running = check_worker()
+    worker.send_signal(signal.SIGTERM)  # warm shutdown: it gives its GPU lock back
+    worker.wait(timeout=30)
+    stopped = check_worker()
+
+    assert running.returncode == 0, running.stdout + running.stderr
+    assert stopped.returncode == 1
+    assert "does not hold its GPU lock" in stopped.stdout + stopped.stderr
 
 
 def test_a_job_whose_worker_is_killed_mid_job_completes_on_the_next_worker(client, auth, db, workers):
