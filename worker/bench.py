@@ -76,8 +76,10 @@ class Bench:
 
     def _measure_mps(self, setting: HostSetting, timing: dict[str, Any]) -> Measurement:
         if self._mps is None:
-            self._mps = restrict.MpsDaemon(self.settings.mps_control)
-            self._mps.start()
+            daemon = restrict.MpsDaemon(self.settings.mps_control)
+            daemon.start()
+            # Kept only once it runs: a daemon that failed to start must fail every MPS setting, not be skipped.
+            self._mps = daemon
         percentage, _ = mps_percentage(setting.sm_count or 0, self.host.sm_count or 1)
         request = {"workload": self.workload.canonical(), "memory_cap_gb": setting.memory_cap_gb, **timing}
         result = restrict.run_mps_child(self._mps, percentage, request, self.settings.job_timeout_s, self.gpu_index)

@@ -17,6 +17,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
 from understudy.workload import Workload
+from worker.workloads import build_model, make_optimizer, make_step
 
 OpKind = Literal["tensor", "matmul32", "depthwise", "memory"]
 KINDS: tuple[OpKind, ...] = ("tensor", "matmul32", "depthwise", "memory")
@@ -129,22 +130,20 @@ def _depthwise_flops(func: Any, args: tuple[Any, ...], out: Any) -> float:
 
 def count_workload(workload: Workload) -> WorkloadCounts:
     """Trace one step of the workload on the meta device (no memory, no GPU) and count it."""
-    from worker.workloads import make_optimizer, make_step, resolve_precision
+    from worker.workloads import resolve_precision
 
     precision = resolve_precision(workload.precision)
-    # Autocast does not act on meta tensors: model the mixed-precision step as one in its compute dtype.
-    counted = workload if precision.amp_dtype is None else workload.model_copy(update={"precision": _pure(workload)})
-    step = make_step(counted, "meta")
+    # Autocast does not act on meta tensors: trace forward and backward of a mixed-precision step in its compute
+    # dtype, and the optimizer separately on the weights it really updates (fp32 master weights under AMP).
+    update: dict[str, object] = {"optimizer": "none"}
+    if precision.amp_dtype is not None:
+        update["precision"] = "bf16" if workload.precision == "amp-bf16" else "fp16"
+    step = make_step(workload.model_copy(update=update), "meta")
     mode = _CountingMode(precision.compute_dtype)
     with mode:
         step.run()
-    params = list(step.model.parameters())
-    param_bytes = float(sum(p.numel() * p.element_size() for p in params))
-    ops = mode.ops
-    if precision.amp_dtype is not None and workload.mode == "train":
-        # AMP keeps fp32 master weights: the optimizer reads and writes fp32 state, twice the traced bytes.
-        ops = [(k, f, b * 2 if k == "memory" and _is_optimizer_sized(b, param_bytes) else b) for k, f, b in ops]
-    del make_optimizer
+    ops = mode.ops + _optimizer_ops(workload, precision.compute_dtype)
+    param_bytes = float(sum(p.numel() * p.element_size() for p in step.model.parameters()))
     totals: dict[str, KindTotals] = defaultdict(KindTotals)
     for kind, flops, moved in ops:
         totals[kind].flops += flops
@@ -153,9 +152,18 @@ def count_workload(workload: Workload) -> WorkloadCounts:
     return WorkloadCounts(kinds=dict(totals), ops=ops, param_bytes=param_bytes)
 
 
-def _pure(workload: Workload) -> str:
-    return "bf16" if workload.precision == "amp-bf16" else "fp16"
-
-
-def _is_optimizer_sized(moved: float, param_bytes: float) -> bool:
-    return moved >= param_bytes
+def _optimizer_ops(workload: Workload, compute_dtype: torch.dtype) -> list[tuple[str, float, float]]:
+    """The ops of one optimizer step after the first (which only creates the optimizer's state)."""
+    if workload.mode != "train" or workload.optimizer == "none":
+        return []
+    model = build_model(workload, "meta")
+    params = [p for p in model.parameters() if p.requires_grad]
+    for param in params:
+        param.grad = torch.empty_like(param)
+    optimizer = make_optimizer(workload, params)
+    assert optimizer is not None
+    optimizer.step()
+    mode = _CountingMode(compute_dtype)
+    with mode:
+        optimizer.step()
+    return mode.ops

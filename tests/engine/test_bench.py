@@ -232,9 +232,6 @@ def test_several_mps_shares_use_one_daemon(tmp_path: Path, nvml: FakeNvml, contr
     assert [child["percentage"] for child in child_log(tmp_path)] == ["22", "50"]
 
 
-@pytest.mark.xfail(strict=True, reason="worker/bench.py Bench._measure_mps: after a failed MpsDaemon.start() the "
-                   "daemon object is kept (self._mps set before start), so the next MPS setting skips start() and "
-                   "runs its child with no daemon: the share is not applied and the time is reported as done")
 def test_mps_daemon_that_cannot_start_fails_every_mps_setting(tmp_path: Path, nvml: FakeNvml,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

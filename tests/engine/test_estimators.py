@@ -138,10 +138,6 @@ def test_counts_survive_a_json_round_trip() -> None:
     assert again.ops == counts.ops and again.param_bytes == counts.param_bytes
 
 
-@pytest.mark.xfail(strict=True, reason="worker/counting.py count_workload: the AMP fp32-master-weight doubling only "
-                   "touches ops moving at least the whole model's bytes (_is_optimizer_sized), but on the meta device "
-                   "torch's optimizers take the per-parameter path (foreach is CUDA-only), so no op qualifies and AMP "
-                   "training counts exactly the bytes of pure fp16 training")
 def test_mixed_precision_training_moves_more_bytes_than_pure_half_precision() -> None:
     amp = count_workload(Workload(model="resnet18", batch_size=1, precision="amp-fp16")).kinds["memory"].bytes
     half = count_workload(Workload(model="resnet18", batch_size=1, precision="fp16")).kinds["memory"].bytes

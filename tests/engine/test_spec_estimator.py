@@ -155,9 +155,6 @@ def test_locked_clock_at_the_targets_boost_needs_no_clock_scaling() -> None:
     assert estimate(spec(allow_clock_lock=True), target("rtx-3090"), measured) == pytest.approx(10.0 * 80 / 82)
 
 
-@pytest.mark.xfail(strict=True, reason="worker/estimators/spec.py SpecEstimator.estimate: a locked clock gets no "
-                   "clock factor, but a target faster than the host is locked at the host's top clock (1980 MHz "
-                   "for a 2407 MHz RTX 5090), so the prediction ignores the missing 1980/2407")
 def test_locked_clock_below_a_faster_targets_boost_is_scaled_by_the_shortfall() -> None:
     measured = done_measurement(min_ms=10.0, observed_clock_mhz=1980.0)
     latency = estimate(spec(allow_clock_lock=True), target("rtx-5090"), measured)

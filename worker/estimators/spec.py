@@ -53,10 +53,14 @@ class SpecEstimator(Estimator):
         setting = self.plan(workload, target, host)
         factor = 1.0
         details: dict[str, object] = {}
-        if setting.clock_mode == "emulated":
+        # The clock the time was measured at: the locked clock (which falls short of a target faster than the
+        # host's top clock), or whatever the host ran at when the clock is emulated.
+        if setting.clock_mode == "locked" and setting.clock_mhz is not None:
+            host_clock = setting.clock_mhz
+        else:
             host_clock = measurement.observed_clock_mhz or host.max_sm_clock_mhz or target.boost_clock_mhz
-            factor *= host_clock / target.boost_clock_mhz
-            details["host_clock_mhz"] = host_clock
+        factor *= host_clock / target.boost_clock_mhz
+        details["host_clock_mhz"] = host_clock
         given = setting.sm_count or host.sm_count or target.sm_count
         if target.sm_count != given:
             # The host could not give exactly the target's SMs (partition granularity, or a bigger target):
