@@ -41,8 +41,13 @@ def list_hosts(*, session: Session) -> list[Host]:
     return list(session.scalars(select(Host).order_by(Host.id)))
 
 
-def host_is_alive(host: Host, settings: Settings, now: datetime | None = None) -> bool:
-    return host.last_heartbeat >= (now or utcnow()) - timedelta(seconds=settings.host_stale_s)
+def db_now(*, session: Session) -> datetime:
+    """The database's clock: workers stamp their heartbeats with it, so a skewed machine clock cannot age them."""
+    return session.scalar(select(func.now()))  # type: ignore[return-value]
+
+
+def host_is_alive(host: Host, settings: Settings, now: datetime) -> bool:
+    return host.last_heartbeat >= now - timedelta(seconds=settings.host_stale_s)
 
 
 def find_host(*, session: Session, ref: str) -> Host | None:
@@ -54,9 +59,10 @@ def find_host(*, session: Session, ref: str) -> Host | None:
 
 
 def live_gpu_hosts(*, session: Session, settings: Settings) -> list[Host]:
-    since = utcnow() - timedelta(seconds=settings.host_stale_s)
     return list(session.scalars(
-        select(Host).where(Host.host_class.like("gpu:%"), Host.last_heartbeat >= since).order_by(Host.id)
+        select(Host).where(Host.host_class.like("gpu:%"),
+                           Host.last_heartbeat >= func.now() - timedelta(seconds=settings.host_stale_s))
+        .order_by(Host.id)
     ))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from logging.config import fileConfig
+
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
@@ -10,6 +12,11 @@ from understudy.store.models import Base
 
 config = context.config
 target_metadata = Base.metadata
+
+# The alembic command line logs as alembic.ini says; a program that runs the migrations itself (the tests, `understudy
+# serve --migrate`) keeps its own logging by setting config.attributes["configure_logger"] = False.
+if config.config_file_name is not None and config.attributes.get("configure_logger", True):
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
 
 
 def database_url() -> str:

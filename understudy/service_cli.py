@@ -67,6 +67,7 @@ def migrate(database_url: str, wait_s: float = 60.0) -> None:
     engine.dispose()
     config = Config(str(ALEMBIC_INI))
     config.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
+    config.attributes["configure_logger"] = False
     command.upgrade(config, "head")
 
 

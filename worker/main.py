@@ -24,6 +24,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 from rq.worker import SpawnWorker
 from sqlalchemy import Engine as DbEngine
+from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -33,7 +34,7 @@ from understudy.queues import CPU_QUEUE, ENV_WORKER_PID, ENV_WORKER_TOKEN, alive
 from understudy.results import HostInfo
 from understudy.settings import Settings
 from understudy.store.db import get_engine
-from understudy.store.models import Host, utcnow
+from understudy.store.models import Host
 from worker.probe import host_class
 
 log = logging.getLogger("understudy.worker")
@@ -157,22 +158,15 @@ class UnderstudyWorker(SpawnWorker):
 
 
 def register_host(db: DbEngine, slot: str, host: HostInfo, info: dict[str, Any]) -> None:
-    """Upsert this worker's row in the hosts table (the API picks GPU hosts from it)."""
+    """Upsert this worker's row in the hosts table (the API picks GPU hosts from it). The heartbeat is the
+    database's clock, so that machines with skewed clocks still compare fairly."""
     values = {"id": slot, "host_class": host_class(host), "gpu_name": host.gpu_name, "fingerprint": host.fingerprint,
-              "info": info, "last_heartbeat": utcnow()}
+              "info": info, "last_heartbeat": func.now()}
     statement = insert(Host).values(**values)
     statement = statement.on_conflict_do_update(index_elements=[Host.id], set_={
         key: statement.excluded[key] for key in values if key != "id"})
     with Session(db) as session:
         session.execute(statement)
-        session.commit()
-
-
-def touch_host(db: DbEngine, slot: str) -> None:
-    with Session(db) as session:
-        row = session.get(Host, slot)
-        if row is not None:
-            row.last_heartbeat = utcnow()
         session.commit()
 
 
@@ -185,6 +179,7 @@ class Heartbeat:
     redis: Redis
     lock: GpuLock
     slot: str
+    register: Any  # () -> None: upsert the hosts row
     on_lost_lock: Any
     stop: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
@@ -204,7 +199,7 @@ class Heartbeat:
             except RedisError as exc:
                 log.warning("heartbeat: Redis unreachable (%s)", exc)
             try:
-                touch_host(self.db, self.slot)
+                self.register()
             except SQLAlchemyError as exc:
                 log.warning("heartbeat: database unreachable (%s)", exc)
             interval = self.settings.reconcile_interval_s
@@ -244,14 +239,13 @@ def run_worker(settings: Settings, gpu_index: int, *, burst: bool = False, wait_
                        ENV_WORKER_PID: str(os.getpid())})
     worker = UnderstudyWorker(queues, connection=redis, name=token)
     # rq's warm shutdown (finish the current job, then stop) is a signal handler of the main thread.
-    heartbeat = Heartbeat(settings, db, redis, lock, slot,
+    info = {**host.model_dump(mode="json"), "estimators": probed.estimators, "host_name": settings.host_name,
+            "gpu_index": gpu_index, "gpu_uuid": probed.gpu_uuid, "lock": lock.keys[0], "worker": token,
+            "queues": queues, "pid": os.getpid()}
+    heartbeat = Heartbeat(settings, db, redis, lock, slot, register=lambda: register_host(db, slot, host, info),
                           on_lost_lock=lambda: os.kill(os.getpid(), signal.SIGTERM))
     try:
-        register_host(db, slot, host, {
-            **host.model_dump(mode="json"), "estimators": probed.estimators, "host_name": settings.host_name,
-            "gpu_index": gpu_index, "gpu_uuid": probed.gpu_uuid, "lock": lock.keys[0], "worker": token,
-            "queues": queues, "pid": os.getpid(),
-        })
+        register_host(db, slot, host, info)
         report = reconcile(db, redis, settings)
         log.info("worker %s serving %s (reconciler re-queued %d row(s))", token, queues, len(report.requeued))
         heartbeat.start()
@@ -272,7 +266,7 @@ def healthcheck(settings: Settings, gpu_index: int) -> tuple[bool, str]:
         row = session.get(Host, slot)
         if row is None:
             return False, f"no worker registered as {slot}"
-        age = (utcnow() - row.last_heartbeat).total_seconds()
+        age = (session.scalar(select(func.now())) - row.last_heartbeat).total_seconds()
         info = dict(row.info or {})
     if age > settings.lock_ttl_s:
         return False, f"{slot}: last heartbeat {age:.0f} s ago"

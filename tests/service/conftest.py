@@ -72,6 +72,7 @@ def db(service_env: dict[str, str]) -> Iterator[Engine]:
         connection.execute(text(f'CREATE SCHEMA "{SCHEMA}"'))
     config = Config(str(ALEMBIC_INI))
     config.set_main_option("sqlalchemy.url", service_env["DATABASE_URL"].replace("%", "%%"))
+    config.attributes["configure_logger"] = False
     command.upgrade(config, "head")
     engine = get_engine(service_env["DATABASE_URL"])
     yield engine

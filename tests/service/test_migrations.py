@@ -34,6 +34,7 @@ def scratch_url():
 def alembic_config(url: str) -> Config:
     config = Config(str(ALEMBIC_INI))
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    config.attributes["configure_logger"] = False
     return config
 
 

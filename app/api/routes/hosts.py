@@ -9,7 +9,6 @@ from app import crud
 from app.api.deps import ReadKeyDep, RedisDep, SessionDep, SettingsDep
 from app.schemas import HostsPublic, host_public
 from understudy.queues import CPU_QUEUE
-from understudy.store.models import utcnow
 
 router = APIRouter(prefix="/v1/hosts", tags=["hosts"])
 
@@ -23,7 +22,7 @@ def read_hosts(session: SessionDep, redis: RedisDep, settings: SettingsDep, key:
         depths: dict[str, int] | None = crud.queue_depths(redis, names)
     except RedisError:
         depths = None  # the hosts are still worth showing
-    now = utcnow()
+    now = crud.db_now(session=session)
     data = []
     for host in hosts:
         served = (host.info or {}).get("queues") or [host.host_class]
