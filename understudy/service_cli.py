@@ -42,6 +42,17 @@ def _store_errors() -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
+@contextmanager
+def _redis_errors() -> Iterator[None]:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    try:
+        yield
+    except RedisConnectionError as exc:
+        console.print(f"[red]error:[/red] cannot reach Redis (REDIS_URL): {exc}")
+        raise typer.Exit(1) from None
+
+
 def _logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -108,12 +119,14 @@ def worker(
     settings = get_settings()
     index = settings.worker_gpu if gpu < 0 else gpu
     if check:
-        healthy, message = healthcheck(settings, index)
+        with _store_errors(), _redis_errors():
+            healthy, message = healthcheck(settings, index)
         console.print(message)
         raise typer.Exit(0 if healthy else 1)
     _logging(log_level)
     try:
-        code = run_worker(settings, index, burst=burst, wait_s=wait)
+        with _store_errors(), _redis_errors():
+            code = run_worker(settings, index, burst=burst, wait_s=wait)
     except WorkerError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from None

@@ -234,17 +234,18 @@ def run_worker(settings: Settings, gpu_index: int, *, burst: bool = False, wait_
     lock = GpuLock(redis, probed.gpu_uuid or slot, token, settings.lock_ttl_s)
     if not lock.acquire(wait_s):
         raise WorkerError(f"GPU {probed.gpu_uuid or slot} ({slot}) is held by another worker")
-    # The job processes read these: which GPU, which worker claims rows, whose death kills them.
-    os.environ.update({"UNDERSTUDY_WORKER_GPU": str(gpu_index), ENV_WORKER_TOKEN: token,
-                       ENV_WORKER_PID: str(os.getpid())})
-    worker = UnderstudyWorker(queues, connection=redis, name=token)
-    # rq's warm shutdown (finish the current job, then stop) is a signal handler of the main thread.
-    info = {**host.model_dump(mode="json"), "estimators": probed.estimators, "host_name": settings.host_name,
-            "gpu_index": gpu_index, "gpu_uuid": probed.gpu_uuid, "lock": lock.keys[0], "worker": token,
-            "queues": queues, "pid": os.getpid()}
-    heartbeat = Heartbeat(settings, db, redis, lock, slot, register=lambda: register_host(db, slot, host, info),
-                          on_lost_lock=lambda: os.kill(os.getpid(), signal.SIGTERM))
+    heartbeat: Heartbeat | None = None
     try:
+        # The job processes read these: which GPU, which worker claims rows, whose death kills them.
+        os.environ.update({"UNDERSTUDY_WORKER_GPU": str(gpu_index), ENV_WORKER_TOKEN: token,
+                           ENV_WORKER_PID: str(os.getpid())})
+        worker = UnderstudyWorker(queues, connection=redis, name=token)
+        info = {**host.model_dump(mode="json"), "estimators": probed.estimators, "host_name": settings.host_name,
+                "gpu_index": gpu_index, "gpu_uuid": probed.gpu_uuid, "lock": lock.keys[0], "worker": token,
+                "queues": queues, "pid": os.getpid()}
+        # On a lost lock: rq's warm shutdown (finish the current job, then stop), a signal handler of the main thread.
+        heartbeat = Heartbeat(settings, db, redis, lock, slot, register=lambda: register_host(db, slot, host, info),
+                              on_lost_lock=lambda: os.kill(os.getpid(), signal.SIGTERM))
         register_host(db, slot, host, info)
         report = reconcile(db, redis, settings)
         log.info("worker %s serving %s (reconciler re-queued %d row(s))", token, queues, len(report.requeued))
@@ -252,7 +253,8 @@ def run_worker(settings: Settings, gpu_index: int, *, burst: bool = False, wait_
         worker.work(burst=burst, with_scheduler=False, logging_level=logging.getLevelName(log.getEffectiveLevel()))
         return 0
     finally:
-        heartbeat.close()
+        if heartbeat is not None:
+            heartbeat.close()
         try:
             lock.release()
         except RedisError:
