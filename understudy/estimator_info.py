@@ -30,7 +30,7 @@ ESTIMATORS: dict[str, EstimatorInfo] = {
         EstimatorInfo("spec", "1", True, "the target's SM count and boost clock applied to the host GPU, timed"),
         EstimatorInfo("flops", "1", True, "the host's measured time scaled by the ratio of peak throughputs"),
         EstimatorInfo("analytic", "1", False, "a roofline over the traced operators; needs no GPU"),
-        EstimatorInfo("hostaware", "1", True, "the host's measured time split by kernel class and rescaled"),
+        EstimatorInfo("hostaware", "2", True, "the host's measured time split by kernel class and rescaled"),
     )
 }
 
