@@ -112,13 +112,15 @@ def evaluate(
     log: Annotated[Optional[Path], typer.Option(help="measurement log (default OUT/measurements.jsonl)")] = None,
     replay: Annotated[bool, typer.Option(help="measure nothing: take every measurement from the log")] = False,
     budget_s: Annotated[Optional[float], typer.Option(help="stop measuring new workloads after this long")] = None,
+    measured_only: Annotated[bool, typer.Option(help="keep only workloads whose unrestricted host measurement is "
+                                                     "in the log")] = False,
     gpu: Annotated[int, typer.Option(help="GPU index")] = 0,
 ) -> None:
     """Score estimators against measured latencies: markdown + JSON report and a log-log plot in OUT."""
     from understudy.evaluation.report import build_report, write_report
     from worker.engine import Engine
     from worker.evaluate import evaluate as run_evaluation
-    from worker.evaluate import plan_sample, read_rows
+    from worker.evaluate import measured_on_host, plan_sample, read_rows
     from worker.measurement_log import MeasurementLog
 
     names = [name.strip() for name in estimators.split(",") if name.strip()]
@@ -131,6 +133,8 @@ def evaluate(
         _fail(str(exc))
         return
     plans = plan_sample(read_rows(files, max_measured_ms), sample, seed)
+    if measured_only:
+        plans = [plan for plan in plans if measured_on_host(measurement_log, engine.host, plan)]
     started = time.monotonic()
     with console.status("evaluating...") as status:
         rows = run_evaluation(engine, plans, names, budget_s, progress=lambda text: status.update(text))
@@ -142,6 +146,7 @@ def evaluate(
         "seed": seed,
         "max_measured_ms": max_measured_ms,
         "replay": replay,
+        "measured_only": measured_only,
         "host": engine.host.model_dump(mode="json"),
         "wall_s": round(time.monotonic() - started, 1),
     }

@@ -29,8 +29,8 @@ ESTIMATORS: dict[str, EstimatorInfo] = {
     for info in (
         EstimatorInfo("spec", "1", True, "the target's SM count and boost clock applied to the host GPU, timed"),
         EstimatorInfo("flops", "1", True, "the host's measured time scaled by the ratio of peak throughputs"),
-        EstimatorInfo("analytic", "1", False, "a roofline over the traced operators; needs no GPU"),
-        EstimatorInfo("hostaware", "2", True, "the host's measured time split by kernel class and rescaled"),
+        EstimatorInfo("analytic", "2", False, "a roofline over the traced operators; needs no GPU"),
+        EstimatorInfo("hostaware", "2", True, "the host's measured time split by kernel class, rescaled per class and blended with the roofline"),
     )
 }
 

@@ -21,7 +21,9 @@ from understudy.catalog import TargetSpec, catalog
 from understudy.errors import UnderstudyError
 from understudy.evaluation.rows import EvalRow, model_family
 from understudy.workload import Workload, workload_from_row
+from understudy.results import HostInfo, HostSetting
 from worker.engine import Engine
+from worker.measurement_log import MeasurementLog
 
 # Estimators that profile the full host go first, so later ones find a profiled measurement to share.
 RUN_ORDER = {"hostaware": 0, "flops": 1}
@@ -68,6 +70,15 @@ def plan_sample(rows: list[dict[str, str]], per_mode: int | None, seed: int) -> 
         chosen.extend(group if per_mode is None else group[:per_mode])
     rng.shuffle(chosen)
     return chosen
+
+
+def measured_on_host(log: MeasurementLog, host: HostInfo, plan: Plan) -> bool:
+    """Whether the log holds this plan's unrestricted, profiled host measurement (what flops/hostaware need)."""
+    try:
+        workload = workload_from_row(plan.rows[0])
+    except (ValidationError, UnderstudyError):
+        return False
+    return log.get(host, workload, HostSetting(profile=True)) is not None
 
 
 def evaluate(engine: Engine, plans: list[Plan], estimators: list[str], budget_s: float | None = None,

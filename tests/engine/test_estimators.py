@@ -58,9 +58,10 @@ def test_analytic_inference_is_faster_than_training(model: str) -> None:
     assert analytic_ms("t4", model=model, mode="infer") < analytic_ms("t4", model=model, mode="train")
 
 
-def test_analytic_time_grows_about_linearly_with_the_batch_for_a_convnet() -> None:
+def test_analytic_time_grows_with_the_batch_but_less_than_linearly_for_a_convnet() -> None:
+    # Each kernel carries a fixed cost, so doubling the batch less than doubles the time.
     ratio = analytic_ms("rtx-3090", model="resnet18", batch_size=64) / analytic_ms("rtx-3090", model="resnet18")
-    assert 1.8 < ratio <= 2.0
+    assert 1.0 < ratio < 2.0
 
 
 def test_analytic_fp32_convnet_is_slower_than_mixed_precision() -> None:
@@ -159,12 +160,17 @@ def test_unknown_estimator_lists_the_known_ones() -> None:
         get_estimator("roofline")
 
 
-@pytest.mark.parametrize("name", ["flops", "hostaware"])
-def test_ratio_estimators_on_the_hosts_own_gpu_predict_the_measured_time(name: str) -> None:
-    estimator = get_estimator(name)
-    result = estimator.estimate(Workload(model="resnet18"), catalog().get("h200-sxm-141-gb"), h200_host(),
-                                done_measurement(min_ms=10.0))
+def test_flops_on_the_hosts_own_gpu_predicts_the_measured_time() -> None:
+    result = get_estimator("flops").estimate(Workload(model="resnet18"), catalog().get("h200-sxm-141-gb"),
+                                             h200_host(), done_measurement(min_ms=10.0))
     assert result.latency_ms == pytest.approx(10.0)
+
+
+def test_hostaware_is_the_geometric_mean_of_its_host_scaled_and_roofline_estimates() -> None:
+    result = get_estimator("hostaware").estimate(Workload(model="resnet18"), catalog().get("rtx-3090"), h200_host(),
+                                                 done_measurement(min_ms=10.0))
+    parts = result.details
+    assert result.latency_ms == pytest.approx((parts["host_scaled_ms"] * parts["roofline_ms"]) ** 0.5)
 
 
 @pytest.mark.parametrize("name", ["flops", "hostaware"])

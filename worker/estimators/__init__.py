@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from understudy.errors import UnknownEstimator
+from understudy.estimator_info import DEFAULT_CPU_ESTIMATOR, DEFAULT_GPU_ESTIMATOR
 from understudy.settings import Settings
 from worker.estimators.analytic import AnalyticEstimator
 from worker.estimators.base import Estimator
@@ -14,8 +15,6 @@ ESTIMATORS: dict[str, type[Estimator]] = {
     cls.name: cls for cls in (SpecEstimator, FlopsEstimator, AnalyticEstimator, HostAwareEstimator)
 }
 
-DEFAULT_GPU_ESTIMATOR = "hostaware"
-DEFAULT_CPU_ESTIMATOR = "analytic"
 
 
 def get_estimator(name: str, settings: Settings | None = None) -> Estimator:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from understudy.catalog import TargetSpec
+from understudy.estimator_info import estimator_info
 from understudy.results import HostInfo, HostSetting, Measurement
 from understudy.workload import Workload
 from worker.estimators.base import Estimate, Estimator, host_spec, scaled, unusable
@@ -10,7 +11,7 @@ from worker.estimators.base import Estimate, Estimator, host_spec, scaled, unusa
 
 class FlopsEstimator(Estimator):
     name = "flops"
-    version = "1"
+    version = estimator_info("flops").version
 
     def plan(self, workload: Workload, target: TargetSpec, host: HostInfo) -> HostSetting:
         return HostSetting()

@@ -9,6 +9,7 @@ comes in steps of 8) is emulated by scaling the time by SMs given / target SMs. 
 from __future__ import annotations
 
 from understudy.catalog import TargetSpec
+from understudy.estimator_info import estimator_info
 from understudy.results import HostInfo, HostSetting, Measurement
 from understudy.settings import Settings, get_settings
 from understudy.workload import Workload
@@ -18,7 +19,7 @@ from worker.mapping import green_context_sms, mps_percentage, nearest_clock
 
 class SpecEstimator(Estimator):
     name = "spec"
-    version = "1"
+    version = estimator_info("spec").version
 
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or get_settings()
