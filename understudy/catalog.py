@@ -124,6 +124,11 @@ class Catalog:
         """The catalog entry for a host GPU as NVML names it ('NVIDIA H200', 'NVIDIA GeForce RTX 4090')."""
         key = _normalise(device_name)
         found = [t for t in self._targets.values() if _normalise(t.name).startswith(key) or _base(t.name) == key]
+        if not found:
+            # NVML appends memory and packaging ('NVIDIA H100 80GB HBM3'): fall back to the words before them.
+            words = re.sub(r"\b\d+\s*GB\b.*$", "", device_name, flags=re.IGNORECASE)
+            stem = _normalise(words)
+            found = [t for t in self._targets.values() if stem and _normalise(t.name).startswith(stem)]
         if len(found) > 1 and memory_gb is not None:
             found.sort(key=lambda t: abs(t.memory_size_gb - memory_gb))
         return found[0] if found else None

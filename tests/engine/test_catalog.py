@@ -80,7 +80,7 @@ def test_empty_target_name_is_an_error(name: str) -> None:
      ("NVIDIA GeForce RTX 3060", 12.0, "rtx-3060-12-gb"), ("Tesla T4", 15.8, "t4"),
      ("NVIDIA A100-SXM4-80GB", 79.2, "a100-sxm4-80-gb"), ("NVIDIA A100-SXM4-40GB", 39.6, "a100-sxm4-40-gb"),
      ("NVIDIA GeForce RTX 4060 Ti", 16.0, "rtx-4060-ti-16-gb"),
-     ("NVIDIA GeForce RTX 4060 Ti", 8.0, "rtx-4060-ti-8-gb")],
+     ("NVIDIA GeForce RTX 4060 Ti", 8.0, "rtx-4060-ti-8-gb"), ("NVIDIA H100 80GB HBM3", 79.6, "h100-sxm5-80-gb")],
 )
 def test_host_gpu_is_found_by_the_name_nvml_gives(nvml_name: str, memory_gb: float, target_id: str) -> None:
     found = catalog().find_by_device_name(nvml_name, memory_gb)
