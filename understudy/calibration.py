@@ -33,6 +33,9 @@ class CalibrationSet(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     points: list[CalibrationPoint] = Field(min_length=1, max_length=1000)
+    # The estimator whose predictions the correction is fitted to; None: the engine's default (hostaware with a
+    # GPU, analytic without). Not in the digest: the calibrated estimator's version names the base separately.
+    base_estimator: str | None = Field(default=None, min_length=1, max_length=40)
 
     def digest(self) -> str:
         return sha256_of([[p.workload.digest(), p.measured_ms] for p in self.points])

@@ -35,7 +35,11 @@ def predict(
     mode: Annotated[str, typer.Option(help="train|infer")] = "train",
     optimizer: Annotated[str, typer.Option(help="none|sgd|sgd-nesterov|adamw")] = "sgd",
     memory_format: Annotated[str, typer.Option("--memory-format", help="nchw|nhwc")] = "nchw",
-    estimator: Annotated[Optional[str], typer.Option(help="spec|flops|analytic|hostaware")] = None,
+    estimator: Annotated[Optional[str], typer.Option(help="spec|flops|analytic|hostaware|calibrated")] = None,
+    calibration: Annotated[Optional[Path], typer.Option(
+        help='for --estimator calibrated: a JSON file {"<target>": {"points": [{"workload": {...}, '
+             '"measured_ms": 12.3}, ...], "base_estimator": "analytic"}, ...} of measured step times per target',
+    )] = None,
     sm_mechanism: Annotated[Optional[str], typer.Option(help="green-context|mps (spec estimator)")] = None,
     gpu: Annotated[int, typer.Option(help="GPU index")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
@@ -44,6 +48,7 @@ def predict(
     """Predict MODEL's step time on each target, measuring on this machine's GPU (or counting, without one)."""
     from pydantic import ValidationError
 
+    from understudy.calibration import CalibrationSet
     from understudy.store.db import init_sqlite
     from understudy.workload import Workload
     from worker.engine import Engine, describe
@@ -56,18 +61,28 @@ def predict(
         workload = Workload(model=model, mode=mode, batch_size=batch_size, resolution=resolution,  # type: ignore[arg-type]
                             precision=precision, optimizer=optimizer, memory_format=memory_format)  # type: ignore[arg-type]
         specs = [resolve_target(name.strip()) for name in targets.split(",") if name.strip()]
+        calibrations = None
+        if calibration is not None:
+            given = json.loads(calibration.read_text())
+            if not isinstance(given, dict):
+                _fail(f"{calibration}: expected an object of calibrations by target")
+            calibrations = {resolve_target(name).id: CalibrationSet.model_validate(points)
+                            for name, points in given.items()}
         engine = Engine(settings, gpu_index=gpu)
         if not engine.host.has_gpu and estimator is None:
             console.print(f"[yellow]{engine.host.note}[/yellow]; using the analytic estimator")
         db = init_sqlite(database_url or settings.database_url)
         with console.status("predicting...") as status:
             rows = predict_cached(engine, db, workload, specs, estimator,
-                                  progress=lambda text: status.update(text))
+                                  progress=lambda text: status.update(text), calibrations=calibrations)
     except ValidationError as exc:
         _fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
         return
     except UnderstudyError as exc:
         _fail(str(exc))
+        return
+    except (OSError, json.JSONDecodeError) as exc:
+        _fail(f"cannot read the calibration file: {exc}")
         return
     if as_json:
         out = [{**result.model_dump(mode="json"), "cached": cached} for result, cached in rows]

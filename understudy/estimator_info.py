@@ -11,9 +11,12 @@ from dataclasses import dataclass
 
 from understudy.errors import UnknownEstimator
 from understudy.settings import Settings
+from understudy.workload import sha256_of
 
 DEFAULT_GPU_ESTIMATOR = "hostaware"
 DEFAULT_CPU_ESTIMATOR = "analytic"
+# Not an estimator of its own: a base estimator's prediction times a correction fitted to a target's calibration.
+CALIBRATED_ESTIMATOR = "calibrated"
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,9 @@ ESTIMATORS: dict[str, EstimatorInfo] = {
         EstimatorInfo("flops", "1", True, "the host's measured time scaled by the ratio of peak throughputs"),
         EstimatorInfo("analytic", "2", False, "a roofline over the traced operators; needs no GPU"),
         EstimatorInfo("hostaware", "2", True, "the host's measured time split by kernel class, rescaled per class and blended with the roofline"),
+        # Runs where its base runs (the API places it as its base; the engine checks the base), so no GPU of its own.
+        EstimatorInfo("calibrated", "1", False, "a base estimator scaled by a correction fitted to a few measured "
+                      "latencies of the target (POST /v1/targets/{id}/calibrations)"),
     )
 }
 
@@ -49,3 +55,11 @@ def estimator_version(name: str, settings: Settings) -> str:
         clock = "lock" if settings.allow_clock_lock else "emulated"
         return f"{info.version}+{settings.sm_mechanism}+{clock}"
     return info.version
+
+
+def calibrated_version(base: str, base_version: str, calibration_digest: str) -> str:
+    """The version a calibrated prediction records, and so its cache key holds: the calibrated estimator's own, then
+    a tag of the base estimator@version and the calibration's points. A new calibration or another base is a new
+    cache entry. Short, to fit the ledger's estimator_version column; the details name the base and the digest."""
+    tag = sha256_of({"base": f"{base}@{base_version}", "calibration": calibration_digest})[:12]
+    return f"{ESTIMATORS[CALIBRATED_ESTIMATOR].version}+{tag}"

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from sqlalchemy import Engine as DbEngine
 
+from understudy.calibration import CalibrationSet
 from understudy.catalog import TargetSpec
 from understudy.keys import cache_key
 from understudy.results import PredictionResult, Status
@@ -15,11 +19,15 @@ from worker.engine import Engine, Progress
 
 def predict_cached(engine: Engine, db: DbEngine, workload: Workload, targets: list[TargetSpec],
                    estimator_name: str | None = None,
-                   progress: Progress | None = None) -> list[tuple[PredictionResult, bool]]:
-    """(result, served from cache) per target; misses are measured together and stored."""
-    estimator = engine.estimator(estimator_name)
-    host_key = engine.host_key(estimator)
-    keys = [cache_key(workload, t, estimator.name, estimator.version, host_key) for t in targets]
+                   progress: Progress | None = None,
+                   calibrations: Mapping[str, CalibrationSet] | None = None) -> list[tuple[PredictionResult, bool]]:
+    """(result, served from cache) per target; misses are measured together and stored. `calibrations` (by target
+    id) are for the calibrated estimator; its cache keys name each target's calibration."""
+    name = engine.estimator(estimator_name).name
+    identities = [engine.identity(name, t, calibrations) for t in targets]
+    keys = [cache_key(workload, t, name, version, host_key) for t, (_, version, host_key)
+            in zip(targets, identities, strict=True)]
+    extra: dict[str, Any] = {"calibrations": calibrations} if calibrations is not None else {}
     found: dict[str, PredictionResult] = {}
     with session_scope(db) as session:
         for key in keys:
@@ -28,13 +36,12 @@ def predict_cached(engine: Engine, db: DbEngine, workload: Workload, targets: li
                 found[key] = to_result(row)
     missing = [t for t, k in zip(targets, keys, strict=True) if k not in found]
     fresh = dict(zip([k for k in keys if k not in found],
-                     engine.predict(workload, missing, estimator.name, progress) if missing else [], strict=True))
+                     engine.predict(workload, missing, name, progress, **extra) if missing else [], strict=True))
     with session_scope(db) as session:
-        for target, key in zip(targets, keys, strict=True):
+        for target, key, (_, version, host_key) in zip(targets, keys, identities, strict=True):
             if key in fresh:
                 row = get_by_key(session, key) or new_row(cache_key=key, workload=workload, target=target,
-                                                          estimator=estimator.name, version=estimator.version,
-                                                          host_class=host_key)
+                                                          estimator=name, version=version, host_class=host_key)
                 apply_result(row, fresh[key])
                 session.add(row)
     return [(found[k], True) if k in found else (fresh[k], False) for k in keys]

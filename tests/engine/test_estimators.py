@@ -149,7 +149,7 @@ def test_mixed_precision_training_moves_more_bytes_than_pure_half_precision() ->
 
 
 def test_every_estimator_is_registered_with_a_version() -> None:
-    assert set(ESTIMATORS) == {"spec", "flops", "analytic", "hostaware"}
+    assert set(ESTIMATORS) == {"spec", "flops", "analytic", "hostaware", "calibrated"}
     for name in ESTIMATORS:
         estimator = get_estimator(name)
         assert estimator.name == name and estimator.version

@@ -7,12 +7,14 @@ from understudy.estimator_info import DEFAULT_CPU_ESTIMATOR, DEFAULT_GPU_ESTIMAT
 from understudy.settings import Settings
 from worker.estimators.analytic import AnalyticEstimator
 from worker.estimators.base import Estimator
+from worker.estimators.calibrated import CalibratedEstimator
 from worker.estimators.flops import FlopsEstimator
 from worker.estimators.hostaware import HostAwareEstimator
 from worker.estimators.spec import SpecEstimator
 
 ESTIMATORS: dict[str, type[Estimator]] = {
-    cls.name: cls for cls in (SpecEstimator, FlopsEstimator, AnalyticEstimator, HostAwareEstimator)
+    cls.name: cls
+    for cls in (SpecEstimator, FlopsEstimator, AnalyticEstimator, HostAwareEstimator, CalibratedEstimator)
 }
 
 

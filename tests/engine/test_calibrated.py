@@ -1,0 +1,157 @@
+"""The calibrated estimator in the engine: the base's prediction times fit_scale over the calibration points, a failed
+result for a target without a calibration, and cache keys that follow the calibration. CPU only (analytic base)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from fakes import make_settings
+
+from understudy.calibration import CalibrationPoint, CalibrationSet, fit_scale
+from understudy.catalog import catalog
+from understudy.errors import UnderstudyError
+from understudy.estimator_info import calibrated_version, estimator_info
+from understudy.keys import ANY_HOST
+from understudy.results import HostInfo, Status
+from understudy.store.db import init_sqlite
+from understudy.workload import Workload
+from worker.engine import Engine
+from worker.estimators import get_estimator
+from worker.local import predict_cached
+
+WORKLOAD = Workload(model="resnet18", mode="infer", batch_size=8, resolution=64, precision="fp32")
+POINTS = [Workload(model="resnet18", mode="infer", batch_size=16, resolution=64, precision="fp32"),
+          Workload(model="resnet18", mode="infer", batch_size=32, resolution=64, precision="fp32")]
+RTX_3090 = catalog().get("rtx-3090")
+T4 = catalog().get("t4")
+
+
+@pytest.fixture
+def engine(no_gpu: None) -> Engine:
+    return Engine(make_settings())
+
+
+def analytic_ms(engine: Engine, workload: Workload, target=RTX_3090) -> float:
+    (result,) = engine.predict(workload, [target], "analytic")
+    assert result.status == Status.done and result.latency_ms
+    return result.latency_ms
+
+
+def calibration(*measured_ms: float, base: str | None = None) -> CalibrationSet:
+    return CalibrationSet(points=[CalibrationPoint(workload=w, measured_ms=m) for w, m in zip(POINTS, measured_ms)],
+                          base_estimator=base)
+
+
+def test_the_prediction_is_the_base_prediction_times_fit_scale_of_the_points(engine: Engine) -> None:
+    calibrated = calibration(3.0, 9.0)
+    base_ms = analytic_ms(engine, WORKLOAD)
+    scale = fit_scale([analytic_ms(engine, w) for w in POINTS], [3.0, 9.0])
+
+    (result,) = engine.predict(WORKLOAD, [RTX_3090], "calibrated", calibrations={"rtx-3090": calibrated})
+
+    assert result.status == Status.done
+    assert result.latency_ms == pytest.approx(base_ms * scale)
+    assert result.samples_per_s == pytest.approx(WORKLOAD.batch_size * 1000.0 / result.latency_ms)
+    assert (result.estimator, result.estimator_version) == (
+        "calibrated", calibrated_version("analytic", estimator_info("analytic").version, calibrated.digest()))
+    assert result.host_fingerprint == ANY_HOST
+    details = result.details
+    assert (details["base_estimator"], details["base_version"]) == ("analytic", estimator_info("analytic").version)
+    assert details["scale"] == pytest.approx(scale)
+    assert (details["points"], details["points_used"], details["calibration"]) == (2, 2, calibrated.digest())
+    assert details["base_latency_ms"] == pytest.approx(base_ms)
+
+
+def test_a_real_bias_moves_the_prediction_by_the_shrunk_correction(engine: Engine) -> None:
+    predicted = [analytic_ms(engine, w) for w in POINTS]
+    calibrated = calibration(*(10.0 * p for p in predicted))
+
+    (result,) = engine.predict(WORKLOAD, [RTX_3090], "calibrated", calibrations={"rtx-3090": calibrated})
+
+    # Two points that both say 10x, shrunk toward 1 as if three more had said 1x: 10 ** (2 / 5).
+    assert result.details["scale"] == pytest.approx(math.exp(math.log(10.0) * 2 / 5))
+    assert result.latency_ms == pytest.approx(analytic_ms(engine, WORKLOAD) * 10 ** 0.4)
+
+
+def test_each_target_uses_its_own_calibration_and_one_without_fails_saying_so(engine: Engine) -> None:
+    calibrations = {"rtx-3090": calibration(3.0, 9.0), "t4": calibration(50.0, 100.0)}
+    l4 = catalog().get("l4")
+
+    results = engine.predict(WORKLOAD, [RTX_3090, l4, T4], "calibrated", calibrations=calibrations)
+
+    assert [r.status for r in results] == [Status.done, Status.failed, Status.done]
+    assert results[0].details["scale"] != results[2].details["scale"]
+    assert results[2].latency_ms == pytest.approx(analytic_ms(engine, WORKLOAD, T4) * results[2].details["scale"])
+    assert results[1].latency_ms is None
+    assert "L4 (l4) has no calibration" in (results[1].error or "")
+    assert "/v1/targets/l4/calibrations" in (results[1].error or "")
+
+
+def test_without_any_calibration_every_target_fails(engine: Engine) -> None:
+    (result,) = engine.predict(WORKLOAD, [RTX_3090], "calibrated")
+
+    assert result.status == Status.failed
+    assert result.estimator == "calibrated"
+    assert "has no calibration" in (result.error or "")
+
+
+def test_a_base_that_needs_a_gpu_fails_that_target_on_a_machine_without_one(engine: Engine) -> None:
+    (result,) = engine.predict(WORKLOAD, [RTX_3090], "calibrated",
+                               calibrations={"rtx-3090": calibration(3.0, 9.0, base="hostaware")})
+
+    assert result.status == Status.failed
+    assert "NVIDIA GPU" in (result.error or "")
+
+
+def test_a_fit_is_made_once_and_reused_for_other_workloads(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    calibrations = {"rtx-3090": calibration(3.0, 9.0)}
+    engine.predict(WORKLOAD, [RTX_3090], "calibrated", calibrations=calibrations)
+    asked: list[str] = []
+    predict = engine.predict
+
+    def counting(workload, targets, estimator_name=None, progress=None, **kwargs):  # type: ignore[no-untyped-def]
+        asked.append(workload.digest())
+        return predict(workload, targets, estimator_name, progress, **kwargs)
+
+    monkeypatch.setattr(engine, "predict", counting)
+    other = Workload(model="resnet18", mode="infer", batch_size=4, resolution=64, precision="fp32")
+    (result,) = engine.predict(other, [RTX_3090], "calibrated", calibrations=calibrations)
+
+    assert result.status == Status.done
+    assert len(engine.fits) == 1
+    assert set(asked) == {other.digest()}  # no point was predicted again
+
+
+def test_a_changed_calibration_changes_the_cache_key(engine: Engine, tmp_path: Path) -> None:
+    db = init_sqlite(f"sqlite:///{tmp_path / 'cache.sqlite'}")
+    first = {"rtx-3090": calibration(3.0, 9.0)}
+    changed = {"rtx-3090": calibration(3.0, 12.0)}
+
+    assert engine.identity("calibrated", RTX_3090, first) != engine.identity("calibrated", RTX_3090, changed)
+    assert engine.identity("calibrated", RTX_3090, first) == engine.identity("calibrated", RTX_3090,
+                                                                             {"rtx-3090": calibration(3.0, 9.0)})
+    ((fresh, hit_fresh),) = predict_cached(engine, db, WORKLOAD, [RTX_3090], "calibrated", calibrations=first)
+    ((again, hit_again),) = predict_cached(engine, db, WORKLOAD, [RTX_3090], "calibrated", calibrations=first)
+    ((other, hit_other),) = predict_cached(engine, db, WORKLOAD, [RTX_3090], "calibrated", calibrations=changed)
+
+    assert (hit_fresh, hit_again, hit_other) == (False, True, False)
+    assert again.latency_ms == pytest.approx(fresh.latency_ms)
+    assert other.latency_ms != pytest.approx(fresh.latency_ms)
+    assert other.estimator_version != fresh.estimator_version
+
+
+def test_another_base_changes_the_version() -> None:
+    digest = calibration(3.0, 9.0).digest()
+    versions = {calibrated_version("analytic", "2", digest), calibrated_version("hostaware", "2", digest),
+                calibrated_version("analytic", "3", digest)}
+    assert len(versions) == 3
+    assert all(len(v) <= 20 for v in versions)  # the ledger's estimator_version column
+
+
+def test_the_registered_estimator_only_runs_through_the_engine() -> None:
+    estimator = get_estimator("calibrated")
+    assert (estimator.name, estimator.needs_gpu) == ("calibrated", False)
+    with pytest.raises(UnderstudyError, match="runs through Engine.predict"):
+        estimator.plan(WORKLOAD, RTX_3090, HostInfo())
