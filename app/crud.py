@@ -18,16 +18,17 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from app.errors import Conflict, FieldError
-from app.schemas import PredictionCreate
+from app.schemas import CalibrationCreate, PredictionCreate
+from understudy.calibration import CalibrationSet
 from understudy.catalog import InlineTarget, TargetSpec, resolve_target
 from understudy.dispatch import enqueue, new_job_id
-from understudy.estimator_info import (DEFAULT_CPU_ESTIMATOR, DEFAULT_GPU_ESTIMATOR, estimator_info,
-                                       estimator_version)
+from understudy.estimator_info import (CALIBRATED_ESTIMATOR, DEFAULT_CPU_ESTIMATOR, DEFAULT_GPU_ESTIMATOR,
+                                       calibrated_version, estimator_info, estimator_version)
 from understudy.keys import ANY_HOST, cache_key
 from understudy.queues import CPU_QUEUE, is_gpu_queue
 from understudy.results import Status
 from understudy.settings import Settings
-from understudy.store.models import Host, Prediction, new_id, utcnow
+from understudy.store.models import ApiKey, Calibration, Host, Prediction, new_id, utcnow
 from understudy.store.predictions import new_row
 from understudy.workload import Workload
 
@@ -137,6 +138,29 @@ def place(*, session: Session, redis: Redis, settings: Settings, request: Predic
     return min(scored, key=lambda item: item[:3])[3]
 
 
+def place_calibrated(*, session: Session, redis: Redis, settings: Settings, request: PredictionCreate,
+                     workload: Workload, specs: list[TargetSpec]) -> tuple[Placement, list[str]]:
+    """The calibrated estimator goes where its base goes; each target's version names its latest calibration."""
+    found = latest_calibrations(session=session, target_ids=[spec.id for spec in specs])
+    missing = list({spec.id: spec for spec in specs if spec.id not in found}.values())
+    if missing:
+        named = ", ".join(f"{spec.name} ({spec.id})" for spec in missing)
+        raise Conflict(f"estimator 'calibrated' needs a calibration of each target and {named} has none: POST a few "
+                       f"measured step times to /v1/targets/{missing[0].id}/calibrations first (catalog targets "
+                       "only), or ask for another estimator")
+    bases = sorted({found[spec.id].base_estimator for spec in specs})
+    if len(bases) > 1:
+        raise Conflict(f"the targets' calibrations correct different base estimators ({', '.join(bases)}); ask for "
+                       "the targets of each base in a request of its own")
+    base = place(session=session, redis=redis, settings=settings, request=request.model_copy(
+        update={"estimator": bases[0]}), workload=workload, specs=specs)
+    versions = [calibrated_version(base.estimator, base.version, calibration_digest(found[spec.id]))
+                for spec in specs]
+    placement = Placement(CALIBRATED_ESTIMATOR, estimator_version(CALIBRATED_ESTIMATOR, settings), base.host_class,
+                          base.host_key)
+    return placement, versions
+
+
 # --- predictions ------------------------------------------------------------------------------------------------
 
 
@@ -167,9 +191,16 @@ def create_predictions(*, session: Session, redis: Redis, settings: Settings,
     """Serve cached results, insert the missing rows (exactly once, whatever runs concurrently), queue one job."""
     workload = request.workload
     specs = resolve_targets(list(request.targets), settings)
-    placement = place(session=session, redis=redis, settings=settings, request=request, workload=workload,
-                      specs=specs)
-    keys = [cache_key(workload, spec, placement.estimator, placement.version, placement.host_key) for spec in specs]
+    if request.estimator == CALIBRATED_ESTIMATOR:
+        placement, versions = place_calibrated(session=session, redis=redis, settings=settings, request=request,
+                                               workload=workload, specs=specs)
+    else:
+        placement = place(session=session, redis=redis, settings=settings, request=request, workload=workload,
+                          specs=specs)
+        versions = [placement.version] * len(specs)
+    keys = [cache_key(workload, spec, placement.estimator, version, placement.host_key)
+            for spec, version in zip(specs, versions, strict=True)]
+    version_of = dict(zip(keys, versions, strict=True))
     request_id = uuid.uuid4().hex
 
     before = {row.cache_key: row for row in session.scalars(select(Prediction).where(Prediction.cache_key.in_(keys)))}
@@ -188,7 +219,7 @@ def create_predictions(*, session: Session, redis: Redis, settings: Settings,
         if key in before:
             continue
         row = new_row(cache_key=key, workload=workload, target=unique[key], estimator=placement.estimator,
-                      version=placement.version, host_class=placement.host_class, request_id=request_id)
+                      version=version_of[key], host_class=placement.host_class, request_id=request_id)
         values.append({column.key: getattr(row, column.key) for column in Prediction.__table__.columns}
                       | {"id": new_id(), "job_id": job_id, "attempts": 0, "created_at": now, "queued_at": now})
     ours: list[str] = []
@@ -271,3 +302,45 @@ def list_predictions(*, session: Session, filters: PredictionFilters, skip: int 
     ).all()
     return list(rows), int(count)
 
+
+# --- calibrations -----------------------------------------------------------------------------------------------
+
+
+def create_calibration(*, session: Session, settings: Settings, target: TargetSpec, request: CalibrationCreate,
+                       key: ApiKey | None) -> Calibration:
+    """Store a target's measured points; the calibrated estimator fits them when it predicts (it needs the base's
+    predictions of the points, which a worker makes)."""
+    base = request.base_estimator
+    if base is None:
+        base = DEFAULT_GPU_ESTIMATOR if live_gpu_hosts(session=session, settings=settings) else DEFAULT_CPU_ESTIMATOR
+    points = CalibrationSet(points=request.points, base_estimator=base)
+    row = Calibration(
+        id=new_id(), target_id=target.id, base_estimator=base,
+        points={"points": [{"workload": p.workload.canonical(), "measured_ms": p.measured_ms} for p in points.points]},
+        parameters={"digest": points.digest(), "k": len(points.points), "fits": {}},
+        created_at=utcnow(), created_by=key.id if key is not None else None,
+    )
+    session.add(row)
+    session.commit()
+    return row
+
+
+def list_calibrations(*, session: Session, target_id: str) -> list[Calibration]:
+    return list(session.scalars(select(Calibration).where(Calibration.target_id == target_id)
+                                .order_by(Calibration.created_at.desc(), Calibration.id)))
+
+
+def latest_calibrations(*, session: Session, target_ids: list[str]) -> dict[str, Calibration]:
+    """The latest calibration of each target that has one."""
+    latest: dict[str, Calibration] = {}
+    for row in session.scalars(select(Calibration).where(Calibration.target_id.in_(set(target_ids)))
+                               .order_by(Calibration.created_at.desc(), Calibration.id)):
+        latest.setdefault(row.target_id, row)
+    return latest
+
+
+def calibration_digest(row: Calibration) -> str:
+    digest = (row.parameters or {}).get("digest")
+    if digest:
+        return str(digest)
+    return CalibrationSet.model_validate({"points": row.points["points"]}).digest()

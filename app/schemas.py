@@ -7,11 +7,12 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag
 
+from understudy.calibration import CalibrationPoint
 from understudy.catalog import InlineTarget, TargetSpec, catalog
 from understudy.errors import UnknownEstimator, UnknownTarget
-from understudy.estimator_info import estimator_info
+from understudy.estimator_info import CALIBRATED_ESTIMATOR, estimator_info
 from understudy.results import HostSetting, Status, TimingMode
-from understudy.store.models import Host, Prediction
+from understudy.store.models import Calibration, Host, Prediction
 from understudy.workload import Workload
 
 # --- requests ---------------------------------------------------------------------------------------------------
@@ -75,8 +76,9 @@ class PredictionCreate(BaseModel):
     )
     estimator: EstimatorName | None = Field(
         default=None,
-        description="spec, flops, analytic or hostaware; default: hostaware when a GPU worker is registered, "
-                    "otherwise analytic (which needs no GPU)",
+        description="spec, flops, analytic, hostaware or calibrated (a target's calibration applied to its base "
+                    "estimator; POST /v1/targets/{id}/calibrations first); default: hostaware when a GPU worker is "
+                    "registered, otherwise analytic (which needs no GPU)",
     )
     host: str | None = Field(
         default=None, min_length=1, max_length=200,
@@ -271,3 +273,57 @@ def host_public(host: Host, alive: bool, queues: dict[str, int] | None) -> HostP
         last_heartbeat=host.last_heartbeat, alive=alive,
         queue_depth=queues.get(host.host_class) if queues is not None else None, queues=queues, info=host.info,
     )
+
+
+# --- calibrations (POST /v1/targets/{id}/calibrations) -----------------------------------------------------------
+
+
+def _not_calibrated_itself(value: str | None) -> str | None:
+    if value == CALIBRATED_ESTIMATOR:
+        raise ValueError("the base estimator is the one the calibration corrects; it cannot be 'calibrated' itself")
+    return value
+
+
+class CalibrationCreate(BaseModel):
+    """A few real measurements of one target: workloads and their measured step times."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{
+            "points": [{"workload": {"model": "resnet50", "mode": "train", "batch_size": 64}, "measured_ms": 182.0},
+                       {"workload": {"model": "vit_base_patch16_224", "mode": "infer", "batch_size": 32},
+                        "measured_ms": 41.5}],
+            "base_estimator": "analytic"}]},
+    )
+
+    points: list[CalibrationPoint] = Field(
+        min_length=1, max_length=1000,
+        description="measured step times of workloads on this target (the minimum over timed windows, in ms)",
+    )
+    base_estimator: Annotated[EstimatorName | None, AfterValidator(_not_calibrated_itself)] = Field(
+        default=None,
+        description="the estimator the correction is fitted to; default: hostaware when a GPU worker is registered, "
+                    "otherwise analytic",
+    )
+
+
+class CalibrationPublic(BaseModel):
+    id: str
+    target_id: str
+    base_estimator: str
+    k: int = Field(description="how many points")
+    digest: str = Field(description="the points' sha256; the calibrated estimator's version is made from it")
+    points: list[dict[str, Any]]
+    created_at: datetime
+
+
+class CalibrationsPublic(BaseModel):
+    data: list[CalibrationPublic] = Field(description="latest first; predictions use the latest")
+    count: int
+
+
+def calibration_public(row: Calibration) -> CalibrationPublic:
+    points = list((row.points or {}).get("points") or [])
+    return CalibrationPublic(id=row.id, target_id=row.target_id, base_estimator=row.base_estimator, k=len(points),
+                             digest=str((row.parameters or {}).get("digest", "")), points=points,
+                             created_at=row.created_at)

@@ -19,15 +19,18 @@ from rq import get_current_job
 from rq.timeouts import JobTimeoutException
 from sqlalchemy import Engine as DbEngine
 from sqlalchemy import select, update
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from understudy.calibration import CalibrationSet
 from understudy.catalog import TargetSpec
 from understudy.errors import UnderstudyError
+from understudy.estimator_info import CALIBRATED_ESTIMATOR, calibrated_version
 from understudy.queues import ENV_WORKER_PID, ENV_WORKER_TOKEN
 from understudy.results import PredictionResult, Status
 from understudy.settings import Settings, get_settings
 from understudy.store.db import get_engine
-from understudy.store.models import Prediction, utcnow
+from understudy.store.models import Calibration, Prediction, utcnow
 from understudy.store.predictions import apply_result
 from understudy.workload import Workload
 
@@ -90,7 +93,63 @@ def predict_rows(rows: list[Prediction], settings: Settings) -> list[PredictionR
         raise UnderstudyError("a job mixed workloads or estimators; each job must hold one request's group")
     workload = Workload.model_validate(first.workload)
     targets = [TargetSpec.model_validate(row.target) for row in rows]
-    return engine_for(settings.worker_gpu).predict(workload, targets, first.estimator)
+    engine = engine_for(settings.worker_gpu)
+    if first.estimator != CALIBRATED_ESTIMATOR:
+        return engine.predict(workload, targets, first.estimator)
+    db = get_engine(settings.database_url)
+    stored = load_calibrations(db, rows, engine)
+    calibrations = {target_id: calibration_set(row) for target_id, row in stored.items()}
+    for row in stored.values():
+        engine.fits.update((row.parameters or {}).get("fits") or {})
+    results = engine.predict(workload, targets, first.estimator, calibrations=calibrations)
+    try:
+        save_fits(db, stored, engine)
+    except SQLAlchemyError as exc:  # the results stand; the next job fits again
+        log.warning("could not store the calibration fits: %s", exc)
+    return results
+
+
+def calibration_set(row: Calibration) -> CalibrationSet:
+    return CalibrationSet.model_validate({"points": row.points["points"], "base_estimator": row.base_estimator})
+
+
+def load_calibrations(db: DbEngine, rows: list[Prediction], engine: Any) -> dict[str, Calibration]:
+    """Each row's target's calibration: the one its version (and so its cache key) was made from, else the latest."""
+    wanted = {row.target_id: row.estimator_version for row in rows}
+    with Session(db, expire_on_commit=False) as session:
+        found = session.scalars(select(Calibration).where(Calibration.target_id.in_(wanted))
+                                .order_by(Calibration.created_at.desc(), Calibration.id)).all()
+    chosen: dict[str, Calibration] = {}
+    for calibration in found:
+        target_id = calibration.target_id
+        chosen.setdefault(target_id, calibration)  # the latest
+        try:
+            base = engine.estimator(calibration.base_estimator)
+        except UnderstudyError:
+            continue
+        digest = str((calibration.parameters or {}).get("digest") or calibration_set(calibration).digest())
+        if calibrated_version(base.name, base.version, digest) == wanted[target_id]:
+            chosen[target_id] = calibration
+            wanted[target_id] = ""  # matched: a later (older) one must not replace it
+    return chosen
+
+
+def save_fits(db: DbEngine, stored: dict[str, Calibration], engine: Any) -> None:
+    """Keep the fits the engine made with their calibrations, so later jobs do not run the base on the points again."""
+    with Session(db) as session:
+        for calibration in stored.values():
+            prefix = calibration_set(calibration).digest()[:16] + "/"
+            fits = {key: fit for key, fit in engine.fits.items() if key.startswith(prefix)}
+            known = (calibration.parameters or {}).get("fits") or {}
+            if not fits or fits.keys() <= known.keys():
+                continue
+            current = session.get(Calibration, calibration.id, with_for_update=True)
+            if current is None:
+                continue
+            parameters = dict(current.parameters or {})
+            parameters["fits"] = {**(parameters.get("fits") or {}), **fits}
+            current.parameters = parameters
+        session.commit()
 
 
 @lru_cache(maxsize=4)

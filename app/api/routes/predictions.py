@@ -28,7 +28,8 @@ ERRORS = {422: {"model": ErrorPublic, "description": "a field is invalid (named 
     responses={
         200: {"model": PredictionRequestPublic, "description": "every result was cached: here they are"},
         202: {"description": "queued: poll GET /v1/predictions/{id} for each id"},
-        409: {"model": ErrorPublic, "description": "a GPU estimator and no GPU worker (or the named host) registered"},
+        409: {"model": ErrorPublic, "description": "a GPU estimator and no GPU worker (or the named host) registered; "
+                                                   "or estimator calibrated and a target without a calibration"},
         **ERRORS,
     },
 )
