@@ -15,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from understudy.store.models import Host, Prediction
+from understudy.estimator_info import estimator_info
 
 from .helpers import predict_body
 
@@ -88,7 +89,7 @@ def test_a_burst_worker_runs_a_post_and_registers_its_host(client, auth, db, wor
     with Session(db) as session:
         host = session.get(Host, "testbox:gpu0")
     assert host is not None and host.info["gpu_index"] == 0
-    assert host.info["estimators"]["analytic"] == {"version": "1", "needs_gpu": False}
+    assert host.info["estimators"]["analytic"] == {"version": estimator_info("analytic").version, "needs_gpu": False}
 
 
 def registered(db) -> bool:

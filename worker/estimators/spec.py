@@ -23,9 +23,11 @@ class SpecEstimator(Estimator):
 
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or get_settings()
-        # How the SM share and clock are applied changes the number, so it is part of the version (and cache key).
-        clock = "lock" if self.settings.allow_clock_lock else "emulated"
-        self.version = f"{SpecEstimator.version}+{self.settings.sm_mechanism}+{clock}"
+        # How the SM share and clock are applied changes the number, so it is part of the version (and cache key),
+        # short enough for the ledger's 20-character column: e.g. "1+gc+emu", "1+mps+lock".
+        mechanism = {"green-context": "gc", "mps": "mps"}.get(self.settings.sm_mechanism, self.settings.sm_mechanism)
+        clock = "lock" if self.settings.allow_clock_lock else "emu"
+        self.version = f"{SpecEstimator.version}+{mechanism}+{clock}"
 
     def plan(self, workload: Workload, target: TargetSpec, host: HostInfo) -> HostSetting:
         host_sms = host.sm_count or target.sm_count
