@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from understudy.store.models import Host, Prediction
 from understudy.estimator_info import estimator_info
+from understudy.store.models import Host, Prediction
 
 from .helpers import predict_body
 
