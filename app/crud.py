@@ -18,17 +18,18 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from app.errors import Conflict, FieldError
-from app.schemas import CalibrationCreate, PredictionCreate
+from app.schemas import CalibrationCreate, PopulationCreate, PredictionCreate
 from understudy.calibration import CalibrationSet
 from understudy.catalog import InlineTarget, TargetSpec, resolve_target
 from understudy.dispatch import enqueue, new_job_id
 from understudy.estimator_info import (CALIBRATED_ESTIMATOR, DEFAULT_CPU_ESTIMATOR, DEFAULT_GPU_ESTIMATOR,
                                        calibrated_version, estimator_info, estimator_version)
 from understudy.keys import ANY_HOST, cache_key
+from understudy.populations import DeviceLatency, ExcludedDevice, PopulationSummary, summarize
 from understudy.queues import CPU_QUEUE, is_gpu_queue
 from understudy.results import Status
 from understudy.settings import Settings
-from understudy.store.models import ApiKey, Calibration, Host, Prediction, new_id, utcnow
+from understudy.store.models import ApiKey, Calibration, Host, Population, Prediction, new_id, utcnow
 from understudy.store.predictions import new_row
 from understudy.workload import Workload
 
@@ -271,9 +272,18 @@ class PredictionFilters:
     status: Status | None = None
     since: datetime | None = None
     until: datetime | None = None
+    workload_digest: str | None = None
+    request_id: str | None = None
+    q: str | None = None  # free text: a substring of the model, target, estimator, host, status, id or error
 
     def conditions(self) -> list[Any]:
         out: list[Any] = []
+        if self.workload_digest:
+            out.append(Prediction.workload_digest == self.workload_digest)
+        if self.request_id:
+            out.append(Prediction.request_id == self.request_id)
+        if self.q:
+            out.append(search_condition(self.q))
         if self.model:
             out.append(Prediction.model == self.model)
         if self.target:
@@ -292,15 +302,132 @@ class PredictionFilters:
         return out
 
 
-def list_predictions(*, session: Session, filters: PredictionFilters, skip: int = 0,
-                     limit: int = 100) -> tuple[list[Prediction], int]:
+def list_predictions(*, session: Session, filters: PredictionFilters, skip: int = 0, limit: int = 100,
+                     sort: str = "created_at", descending: bool = True) -> tuple[list[Prediction], int]:
     conditions = filters.conditions()
     count = session.scalar(select(func.count()).select_from(Prediction).where(*conditions)) or 0
+    column = SORT_COLUMNS[sort]
+    order = column.desc().nulls_last() if descending else column.asc().nulls_last()
     rows = session.scalars(
-        select(Prediction).where(*conditions).order_by(Prediction.created_at.desc(), Prediction.id)
+        select(Prediction).where(*conditions).order_by(order, Prediction.created_at.desc(), Prediction.id)
         .offset(skip).limit(limit)
     ).all()
     return list(rows), int(count)
+
+
+
+# --- history: search and sort -----------------------------------------------------------------------------------
+
+SORT_COLUMNS: dict[str, Any] = {
+    "created_at": Prediction.created_at,
+    "model": Prediction.model,
+    "target": Prediction.target_id,
+    "estimator": Prediction.estimator,
+    "status": Prediction.status,
+    "host": Prediction.host_class,
+    "latency": Prediction.latency_ms,
+    "samples_per_s": Prediction.samples_per_s,
+}
+
+
+def search_condition(text: str) -> Any:
+    """Rows where any of the words people search by contains the text (case-insensitive, no wildcards)."""
+    pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    columns = (Prediction.model, Prediction.target_id, Prediction.target["name"].as_string(), Prediction.estimator,
+               Prediction.status, Prediction.host_class, Prediction.host_name, Prediction.id, Prediction.request_id,
+               Prediction.error)
+    return or_(*(column.ilike(pattern, escape="\\") for column in columns))
+
+
+# --- populations ------------------------------------------------------------------------------------------------
+
+
+def create_population(*, session: Session, redis: Redis, settings: Settings, request: PopulationCreate,
+                      key: ApiKey | None) -> tuple[Population, dict[str, Prediction]]:
+    """Merge the devices by target, predict every distinct target in one request, record the population."""
+    merged: dict[str, tuple[str | InlineTarget, TargetSpec, float]] = {}
+    for device in request.devices:
+        spec = resolve_target(device.target)
+        amount = float(device.count if device.count is not None else device.weight)  # type: ignore[arg-type]
+        item, _, before = merged.get(spec.id, (device.target, spec, 0.0))
+        merged[spec.id] = (item, spec, before + amount)
+    if len(merged) > settings.max_targets:
+        raise FieldError("devices", f"at most {settings.max_targets} distinct targets per population "
+                                    "(UNDERSTUDY_MAX_TARGETS)")
+    created = create_predictions(session=session, redis=redis, settings=settings, request=PredictionCreate(
+        workload=request.workload, targets=[item for item, _, _ in merged.values()], estimator=request.estimator,
+        host=request.host))
+    members = [{"target_id": spec.id, "target_name": spec.name, "weight": weight, "prediction_id": row.id}
+               for (_, spec, weight), row in zip(merged.values(), created.rows, strict=True)]
+    population = Population(
+        request_id=created.request_id, workload_digest=request.workload.digest(),
+        workload=request.workload.canonical(), model=request.workload.model, estimator=created.rows[0].estimator,
+        members=members, ks=list(request.k), slowest=request.slowest, weighting=request.weighting,
+        status="queued", created_by=key.id if key is not None else None,
+    )
+    session.add(population)
+    session.commit()
+    return population, refresh_population(session=session, population=population)
+
+
+def get_population(*, session: Session, population_id: str) -> Population | None:
+    return session.get(Population, population_id)
+
+
+def list_populations(*, session: Session, skip: int = 0, limit: int = 100) -> tuple[list[Population], int]:
+    count = session.scalar(select(func.count()).select_from(Population)) or 0
+    rows = session.scalars(
+        select(Population).order_by(Population.created_at.desc(), Population.id).offset(skip).limit(limit)).all()
+    return list(rows), int(count)
+
+
+def population_rows(*, session: Session, population: Population) -> dict[str, Prediction]:
+    ids = [member["prediction_id"] for member in population.members]
+    return {row.id: row for row in session.scalars(select(Prediction).where(Prediction.id.in_(ids)))}
+
+
+def refresh_population(*, session: Session, population: Population) -> dict[str, Prediction]:
+    """Bring the population's status up to its predictions'; summarise it once every one of them is final."""
+    rows = population_rows(session=session, population=population)
+    if population.status in ("done", "failed"):
+        return rows
+    states = [Status(rows[m["prediction_id"]].status) if m["prediction_id"] in rows else Status.failed
+              for m in population.members]
+    if all(state.final for state in states):
+        summary = summarize_population(population, rows)
+        population.status = "done" if summary is not None else "failed"
+        population.summary = summary.model_dump(mode="json") if summary is not None else None
+        population.finished_at = utcnow()
+        session.commit()
+        return rows
+    status_ = "queued" if all(state == Status.queued for state in states) else "running"
+    if status_ != population.status:
+        population.status = status_
+        session.commit()
+    return rows
+
+
+def summarize_population(population: Population, rows: dict[str, Prediction]) -> PopulationSummary | None:
+    """The summary over the devices whose prediction is done; None when no device could run the workload."""
+    ran: list[DeviceLatency] = []
+    excluded: list[ExcludedDevice] = []
+    total = sum(float(member["weight"]) for member in population.members)
+    left_out = 0.0
+    for member in population.members:
+        row = rows.get(member["prediction_id"])
+        weight = float(member["weight"])
+        if row is not None and row.status == Status.done.value and row.latency_ms is not None:
+            ran.append(DeviceLatency(target_id=member["target_id"], latency_ms=row.latency_ms, weight=weight,
+                                     target_name=member.get("target_name")))
+            continue
+        left_out += weight
+        excluded.append(ExcludedDevice(
+            target_id=member["target_id"], target_name=member.get("target_name"),
+            status=row.status if row is not None else Status.failed.value, share=weight / total,
+            reason=row.error if row is not None else "the prediction row is gone"))
+    if not ran:
+        return None
+    return summarize(ran, population.ks, slowest_n=population.slowest, excluded=excluded, excluded_weight=left_out)
 
 
 # --- calibrations -----------------------------------------------------------------------------------------------

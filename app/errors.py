@@ -75,8 +75,8 @@ def field_name(loc: Sequence[Any]) -> str:
     for part in parts:
         if isinstance(part, int):
             name += f"[{part}]"
-        elif part in TARGET_TAGS and isinstance(previous, int):
-            pass  # the discriminated union's branch, not a field
+        elif part in TARGET_TAGS and (isinstance(previous, int) or previous == "target"):
+            pass  # the discriminated union's branch (targets[i] or a population's devices[i].target), not a field
         else:
             name += ("." if name else "") + str(part)
         previous = part

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag,
+                      field_validator, model_validator)
 
 from understudy.calibration import CalibrationPoint
 from understudy.catalog import InlineTarget, TargetSpec, catalog
 from understudy.errors import UnknownEstimator, UnknownTarget
 from understudy.estimator_info import CALIBRATED_ESTIMATOR, estimator_info
+from understudy.populations import PopulationSummary
 from understudy.results import HostSetting, Status, TimingMode
-from understudy.store.models import Calibration, Host, Prediction
+from understudy.store.models import Calibration, Host, Population, Prediction
 from understudy.workload import Workload
 
 # --- requests ---------------------------------------------------------------------------------------------------
@@ -131,6 +133,8 @@ class PredictionPublic(BaseModel):
     cached: bool = Field(default=False, description="in a POST answer: the result existed before this request")
     model: str
     workload: dict[str, Any] = Field(description="the workload in canonical form, every default spelled out")
+    workload_digest: str | None = Field(default=None, description="the canonical workload's sha256: every "
+                                                                  "prediction of one workload shares it")
     target_id: str
     target_name: str | None = None
     estimator: str
@@ -248,6 +252,7 @@ def prediction_public(row: Prediction, cached: bool = False) -> PredictionPublic
         cached=cached,
         model=row.model,
         workload=row.workload,
+        workload_digest=row.workload_digest,
         target_id=row.target_id,
         target_name=(row.target or {}).get("name"),
         estimator=row.estimator,
@@ -272,6 +277,133 @@ def host_public(host: Host, alive: bool, queues: dict[str, int] | None) -> HostP
         id=host.id, host_class=host.host_class, gpu_name=host.gpu_name, fingerprint=host.fingerprint,
         last_heartbeat=host.last_heartbeat, alive=alive,
         queue_depth=queues.get(host.host_class) if queues is not None else None, queues=queues, info=host.info,
+    )
+
+
+# --- populations (POST /v1/populations) -------------------------------------------------------------------------
+
+PopulationStatus = Literal["queued", "running", "done", "failed"]
+KValue = Annotated[int, Field(ge=1, le=1_000_000)]
+
+
+class PopulationDeviceCreate(BaseModel):
+    """One kind of device in the population: a target and how much of the population it is."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    target: TargetRef = Field(description="a catalog id or name, or an inline spec")
+    weight: float | None = Field(default=None, gt=0, le=1e12, allow_inf_nan=False,
+                                 description="its share (any positive scale; shares are normalised)")
+    count: int | None = Field(default=None, ge=1, le=1_000_000_000_000, description="how many such devices")
+
+    @model_validator(mode="after")
+    def _weight_or_count(self) -> PopulationDeviceCreate:
+        if (self.weight is None) == (self.count is None):
+            raise ValueError("give either a weight or a count for each device (exactly one of them)")
+        return self
+
+
+class PopulationCreate(BaseModel):
+    """A workload and a device population: each device kind with a weight or a count."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{
+            "workload": {"model": "resnet18", "mode": "train", "batch_size": 32, "precision": "amp-fp16"},
+            "devices": [{"target": "rtx-3090", "count": 120}, {"target": "t4", "count": 300},
+                        {"target": {"name": "Phone-class GPU", "sm_count": 8, "boost_clock_mhz": 1000,
+                                    "memory_bandwidth_gbps": 50, "memory_size_gb": 4}, "count": 80}],
+            "k": [10, 50], "estimator": "analytic"}]},
+    )
+
+    workload: Workload
+    devices: list[PopulationDeviceCreate] = Field(
+        min_length=1, max_length=1000,
+        description="[{target, weight} or {target, count}]; one target listed twice adds up",
+    )
+    k: list[KValue] = Field(default_factory=lambda: [10], min_length=1, max_length=20,
+                            description="clients per round: the expected round time is given for each K")
+    slowest: int = Field(default=5, ge=1, le=100, description="how many of the slowest devices to list")
+    estimator: EstimatorName | None = Field(default=None, description="as in POST /v1/predictions")
+    host: str | None = Field(default=None, min_length=1, max_length=200, description="as in POST /v1/predictions")
+
+    @field_validator("k", mode="before")
+    @classmethod
+    def _one_k(cls, value: Any) -> Any:
+        return [value] if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("devices")
+    @classmethod
+    def _one_weighting(cls, value: list[PopulationDeviceCreate]) -> list[PopulationDeviceCreate]:
+        if len({device.weight is None for device in value}) > 1:
+            raise ValueError("give every device a weight, or every device a count, not a mix")
+        return value
+
+    @property
+    def weighting(self) -> str:
+        return "count" if self.devices[0].count is not None else "weight"
+
+
+class PopulationDevicePublic(BaseModel):
+    target_id: str
+    target_name: str | None = None
+    weight: float = Field(description="as given: a weight or a count")
+    share: float = Field(description="its share of the population's weight")
+    prediction_id: str
+    status: Status
+    latency_ms: float | None = None
+    spread_ms: float | None = None
+    host_setting: str | None = Field(default=None, description="the host setting it was measured under, in words")
+    error: str | None = None
+
+
+class PopulationPublic(BaseModel):
+    id: str
+    status: PopulationStatus = Field(description="queued or running until every prediction is final; done when at "
+                                                 "least one device ran; failed when none could")
+    workload: dict[str, Any]
+    workload_digest: str
+    model: str
+    estimator: str
+    weighting: str = Field(description='"weight" or "count": how the devices were given')
+    k: list[int]
+    slowest: int
+    devices: list[PopulationDevicePublic]
+    summary: PopulationSummary | None = Field(default=None, description="present once status is done")
+    error: str | None = None
+    created_at: datetime
+    finished_at: datetime | None = None
+
+
+class PopulationsPublic(BaseModel):
+    data: list[PopulationPublic]
+    count: int
+
+
+def population_public(population: Population, rows: dict[str, Prediction]) -> PopulationPublic:
+    total = sum(float(member["weight"]) for member in population.members) or 1.0
+    devices = []
+    for member in population.members:
+        row = rows.get(member["prediction_id"])
+        setting = describe_setting(HostSetting.model_validate(row.host_setting)) if row and row.host_setting else None
+        devices.append(PopulationDevicePublic(
+            target_id=member["target_id"], target_name=member.get("target_name"), weight=member["weight"],
+            share=float(member["weight"]) / total, prediction_id=member["prediction_id"],
+            status=Status(row.status) if row else Status.failed,
+            latency_ms=row.latency_ms if row else None, spread_ms=row.spread_ms if row else None,
+            host_setting=setting, error=(row.error if row else "the prediction row is gone"),
+        ))
+    error = None
+    if population.status == "failed":
+        error = "no device in the population could run the workload: " + "; ".join(
+            f"{d.target_id}: {d.status.value}{f' ({d.error})' if d.error else ''}" for d in devices)
+    summary = PopulationSummary.model_validate(population.summary) if population.summary else None
+    return PopulationPublic(
+        id=population.id, status=population.status,  # type: ignore[arg-type]
+        workload=population.workload, workload_digest=population.workload_digest, model=population.model,
+        estimator=population.estimator, weighting=population.weighting, k=list(population.ks),
+        slowest=population.slowest, devices=devices, summary=summary, error=error,
+        created_at=population.created_at, finished_at=population.finished_at,
     )
 
 

@@ -1,18 +1,20 @@
-"""`understudy serve`, `understudy worker` and `understudy keys`: the service's commands.
+"""`understudy serve`, `understudy worker`, `understudy keys` and `understudy population`: the service's commands.
 
 serve runs the API (uvicorn, app.main:app); worker runs one GPU's worker (worker.main); keys manages API keys.
 All of them read DATABASE_URL, REDIS_URL and UNDERSTUDY_* from the environment (understudy/settings.py).
+population is a client: it asks a running service (UNDERSTUDY_URL, UNDERSTUDY_API_KEY) through understudy.client.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -175,8 +177,119 @@ def keys_revoke(key: Annotated[str, typer.Argument(help="the key's id or prefix"
     console.print(f"revoked {count} key(s)")
 
 
+def _device_items(devices: list[str], devices_file: Optional[Path]) -> list[dict[str, Any]]:
+    """--device TARGET=AMOUNT (whole numbers are counts, any fraction makes them weights) and --devices-file."""
+    items: list[dict[str, Any]] = []
+    if devices_file is not None:
+        try:
+            loaded = json.loads(devices_file.read_text())
+        except (OSError, ValueError) as exc:
+            raise typer.BadParameter(f"cannot read {devices_file}: {exc}", param_hint="--devices-file") from None
+        if not isinstance(loaded, list):
+            raise typer.BadParameter("a JSON list of {target, weight or count}", param_hint="--devices-file")
+        items.extend(loaded)
+    pairs = []
+    for device in devices:
+        target, _, amount = device.rpartition("=")
+        try:
+            value = float(amount)
+        except ValueError:
+            raise typer.BadParameter(f"{device!r}: write TARGET=COUNT or TARGET=WEIGHT", param_hint="--device") from None
+        pairs.append((target.strip(), value))
+    as_counts = all(value.is_integer() for _, value in pairs)
+    items.extend({"target": target, "count": int(value)} if as_counts else {"target": target, "weight": value}
+                 for target, value in pairs)
+    if not items:
+        raise typer.BadParameter("give the population: --device TARGET=COUNT (repeatable) or --devices-file")
+    return items
+
+
+def population(
+    model: Annotated[str, typer.Argument(help="a timm model name")],
+    device: Annotated[list[str], typer.Option("--device", "-d", help="TARGET=COUNT or TARGET=WEIGHT (repeatable); "
+                                                                     "whole numbers are counts")] = [],  # noqa: B006
+    devices_file: Annotated[Optional[Path], typer.Option(help="JSON list of {target, weight or count}; inline "
+                                                              "target specs allowed")] = None,
+    k: Annotated[list[int], typer.Option("--k", "-k", help="clients per round (repeatable)")] = [10],  # noqa: B006
+    batch_size: Annotated[int, typer.Option("--batch-size", "-b")] = 32,
+    resolution: Annotated[int, typer.Option("--resolution", "-r")] = 224,
+    precision: Annotated[str, typer.Option(help="fp32|amp-fp16|amp-bf16|fp16|bf16")] = "amp-fp16",
+    mode: Annotated[str, typer.Option(help="train|infer")] = "train",
+    optimizer: Annotated[str, typer.Option(help="none|sgd|sgd-nesterov|adamw")] = "sgd",
+    estimator: Annotated[Optional[str], typer.Option(help="spec|flops|analytic|hostaware (default: the "
+                                                          "service's)")] = None,
+    deadline_ms: Annotated[Optional[float], typer.Option(help="a round-time deadline: also print the chance each "
+                                                              "K meets it")] = None,
+    confidence: Annotated[float, typer.Option(help="with --deadline-ms: the most clients per round that meet it "
+                                                   "with this probability")] = 0.9,
+    url: Annotated[Optional[str], typer.Option(envvar="UNDERSTUDY_URL", help="the service (default: "
+                                                                             "UNDERSTUDY_API_HOST:_PORT)")] = None,
+    api_key: Annotated[Optional[str], typer.Option(envvar="UNDERSTUDY_API_KEY", help="X-API-Key")] = None,
+    timeout: Annotated[float, typer.Option(help="seconds to wait for the predictions")] = 600.0,
+    as_json: Annotated[bool, typer.Option("--json", help="print the service's JSON answer")] = False,
+) -> None:
+    """Ask a running service for MODEL's latency over a device population: weighted p50/p90/p99, the slowest
+    devices and the expected round time when K clients are sampled at random."""
+    from rich.table import Table
+
+    from understudy.client import ApiError, Client, ClientError
+    from understudy.populations import DeviceLatency, max_clients_within, prob_round_within
+
+    settings = get_settings()
+    base = url or f"http://{settings.api_host}:{settings.api_port}"
+    workload = {"model": model, "mode": mode, "batch_size": batch_size, "resolution": resolution,
+                "precision": precision, "optimizer": optimizer}
+    items = _device_items(device, devices_file)
+    try:
+        with Client(base, api_key) as client:
+            result = client.population(workload, items, k=k, estimator=estimator, timeout=timeout)
+    except ApiError as exc:
+        console.print(f"[red]error:[/red] {exc.detail}")
+        raise typer.Exit(2 if exc.status_code == 422 else 1) from None
+    except ClientError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from None
+    if as_json:
+        sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+        return
+    table = Table(title=f"{model} {mode} {precision} b{batch_size} {resolution}px over {len(result.devices)} "
+                        f"device kind(s), {result.estimator}")
+    for column in ("device", "share", "step ms", "status"):
+        table.add_column(column)
+    for item in sorted(result.devices, key=lambda d: (d.latency_ms is None, d.latency_ms or 0.0)):
+        latency = f"{item.latency_ms:.3f}" if item.latency_ms is not None else "-"
+        table.add_row(item.target_name or item.target_id, f"{item.share:.1%}", latency, item.status.value)
+    Console().print(table)
+    summary = result.summary
+    if summary is None:
+        console.print(f"[red]{result.error}[/red]")
+        raise typer.Exit(1)
+    lines = [f"p50 {summary.p50_ms:.3f} ms   p90 {summary.p90_ms:.3f} ms   p99 {summary.p99_ms:.3f} ms   "
+             f"mean {summary.mean_ms:.3f} ms"]
+    ran = [DeviceLatency(d.target_id, d.latency_ms, d.weight) for d in result.devices
+           if d.status.value == "done" and d.latency_ms is not None]
+    for round_ in summary.round_time:
+        line = f"K={round_.k}: expected round time {round_.expected_max_ms:.3f} ms"
+        if deadline_ms is not None:
+            # Excluded devices cannot be picked: the chance is over the devices that run the workload.
+            line += f", meets {deadline_ms:g} ms with probability {prob_round_within(ran, round_.k, deadline_ms):.3f}"
+        lines.append(line)
+    if deadline_ms is not None:
+        most = max_clients_within(ran, deadline_ms, confidence, cap=10**9)
+        if most >= 10**9:
+            lines.append(f"every device kind that runs it meets {deadline_ms:g} ms: any number of clients per round")
+        else:
+            lines.append(f"at most {most} client(s) per round meet {deadline_ms:g} ms with probability >= "
+                         f"{confidence:g}")
+    for excluded in summary.excluded:
+        lines.append(f"left out: {excluded.target_name or excluded.target_id} ({excluded.share:.1%}): "
+                     f"{excluded.status}{f', {excluded.reason}' if excluded.reason else ''}")
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
 def register(cli: typer.Typer) -> None:
     """Add the service's commands to the main command line."""
     cli.command()(serve)
     cli.command()(worker)
     cli.add_typer(keys_cli, name="keys")
+    cli.command()(population)

@@ -2,10 +2,11 @@
 
 from fastapi import APIRouter
 
-from app.api.routes import health, hosts, predictions, targets
+from app.api.routes import health, hosts, populations, predictions, targets
 
 api_router = APIRouter()
 api_router.include_router(predictions.router)
+api_router.include_router(populations.router)
 api_router.include_router(targets.router)
 api_router.include_router(hosts.router)
 api_router.include_router(health.router)

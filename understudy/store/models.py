@@ -95,3 +95,26 @@ class Calibration(Base):
     parameters: Mapped[dict[str, Any]]
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     created_by: Mapped[str | None] = mapped_column(String(32), ForeignKey("api_keys.id"))
+
+
+class Population(Base):
+    """A workload over a weighted device population: its predictions' ids, and once they are final, the summary."""
+
+    __tablename__ = "populations"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    request_id: Mapped[str | None] = mapped_column(String(32))  # the request that made its predictions
+    workload_digest: Mapped[str] = mapped_column(String(64), index=True)
+    workload: Mapped[dict[str, Any]]
+    model: Mapped[str] = mapped_column(String(200), index=True)
+    estimator: Mapped[str] = mapped_column(String(40))
+    # [{"target_id", "target_name", "weight", "prediction_id"}, ...], one per distinct target, in request order.
+    members: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    ks: Mapped[list[int]] = mapped_column(JSON)
+    slowest: Mapped[int] = mapped_column(default=5)
+    weighting: Mapped[str] = mapped_column(String(8))  # "weight" or "count": how the request gave its devices
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    summary: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_by: Mapped[str | None] = mapped_column(String(32), ForeignKey("api_keys.id", ondelete="SET NULL"))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response, status
 
@@ -67,11 +67,21 @@ def read_predictions(
     status_: Annotated[Status | None, Query(alias="status")] = None,
     since: Annotated[datetime | None, Query(description="created at or after (ISO 8601)")] = None,
     until: Annotated[datetime | None, Query(description="created before (ISO 8601)")] = None,
+    workload: Annotated[str | None, Query(max_length=64, description="a workload digest (workload_digest): "
+                                                                     "every prediction of one workload")] = None,
+    request_id: Annotated[str | None, Query(max_length=32, description="the predictions of one POST")] = None,
+    q: Annotated[str | None, Query(max_length=200, description="search: a substring of the model, target, "
+                                                               "estimator, host, status, id or error")] = None,
+    sort: Annotated[Literal["created_at", "model", "target", "estimator", "status", "host", "latency",
+                            "samples_per_s"], Query(description="the column to sort by")] = "created_at",
+    order: Annotated[Literal["asc", "desc"], Query()] = "desc",
     skip: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> PredictionsPublic:
-    """The history, newest first, filtered and paged (count is the total over all pages)."""
+    """The history, newest first unless sorted otherwise, filtered, searched and paged (count is the total over all
+    pages)."""
     filters = crud.PredictionFilters(model=model, target=target, host=host, estimator=estimator, status=status_,
-                                     since=since, until=until)
-    rows, count = crud.list_predictions(session=session, filters=filters, skip=skip, limit=limit)
+                                     since=since, until=until, workload_digest=workload, request_id=request_id, q=q)
+    rows, count = crud.list_predictions(session=session, filters=filters, skip=skip, limit=limit, sort=sort,
+                                        descending=order == "desc")
     return PredictionsPublic(data=[prediction_public(row) for row in rows], count=count)

@@ -1,0 +1,60 @@
+"""POST a workload and a weighted device population; poll it until its predictions are done and summarised."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response, status
+
+from app import crud
+from app.api.deps import ReadKeyDep, RedisDep, SessionDep, SettingsDep, WriteKeyDep
+from app.errors import NotFound
+from app.schemas import ErrorPublic, PopulationCreate, PopulationPublic, PopulationsPublic, population_public
+
+router = APIRouter(prefix="/v1/populations", tags=["populations"])
+
+ERRORS = {422: {"model": ErrorPublic, "description": "a field is invalid (named in errors[].field)"},
+          401: {"model": ErrorPublic, "description": "no API key, or an unknown one"},
+          503: {"model": ErrorPublic, "description": "the database or Redis is unreachable"}}
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=PopulationPublic,
+    responses={
+        200: {"model": PopulationPublic, "description": "every prediction was cached: the summary is here"},
+        202: {"description": "queued: poll GET /v1/populations/{id} until status is done"},
+        409: {"model": ErrorPublic, "description": "a GPU estimator and no GPU worker (or the named host) registered"},
+        **ERRORS,
+    },
+)
+def create_population(body: PopulationCreate, response: Response, session: SessionDep, redis: RedisDep,
+                      settings: SettingsDep, key: WriteKeyDep) -> PopulationPublic:
+    """Predict the workload on every device kind of the population (one prediction per distinct target, cached
+    like any other), then answer the per-device latencies, weighted p50/p90/p99, the slowest devices and the
+    expected round time when K clients are sampled at random (the expected maximum of K latencies)."""
+    population, rows = crud.create_population(session=session, redis=redis, settings=settings, request=body, key=key)
+    if population.status in ("done", "failed"):
+        response.status_code = status.HTTP_200_OK
+    return population_public(population, rows)
+
+
+@router.get("/{population_id}", response_model=PopulationPublic,
+            responses={404: {"model": ErrorPublic, "description": "no population has this id"}, **ERRORS})
+def read_population(population_id: str, session: SessionDep, key: ReadKeyDep) -> PopulationPublic:
+    """One population: its devices' predictions and, once all are final, the summary."""
+    population = crud.get_population(session=session, population_id=population_id)
+    if population is None:
+        raise NotFound(f"no population with id {population_id!r}")
+    rows = crud.refresh_population(session=session, population=population)
+    return population_public(population, rows)
+
+
+@router.get("", response_model=PopulationsPublic, responses=ERRORS)
+def read_populations(session: SessionDep, key: ReadKeyDep, skip: Annotated[int, Query(ge=0)] = 0,
+                     limit: Annotated[int, Query(ge=1, le=500)] = 100) -> PopulationsPublic:
+    """Populations, newest first, paged (count is the total)."""
+    populations, count = crud.list_populations(session=session, skip=skip, limit=limit)
+    data = [population_public(p, crud.refresh_population(session=session, population=p)) for p in populations]
+    return PopulationsPublic(data=data, count=count)

@@ -1,0 +1,222 @@
+"""A running Understudy service for the tests that talk HTTP to it (tests/client, tests/dashboard, tests/populations).
+
+`live_service(tag)` brings up, for one test package: a schema of its own in the real test Postgres (migrated with
+Alembic), a Redis database of its own, an API key, and the API itself (uvicorn in a subprocess on a free port).
+`LiveService.start_worker()` adds a worker process (rq's SimpleWorker on the "cpu" queue, in a subprocess) that runs
+the analytic estimator; pause_workers() freezes it (SIGSTOP) so that a test can watch jobs wait in the queue. Everything is torn down at the end: processes stopped, schema dropped, Redis flushed.
+
+TEST_DATABASE_URL names the database (default postgresql+psycopg://root@127.0.0.1:5432/test); TEST_LIVE_REDIS_URL
+the Redis database (default redis://127.0.0.1:6379/13, apart from the service tests' 15).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from redis import Redis
+from sqlalchemy import Engine, create_engine, make_url, text
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
+
+REPO = Path(__file__).resolve().parents[1]
+TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL", "postgresql+psycopg://root@127.0.0.1:5432/test")
+LIVE_REDIS_URL = os.environ.get("TEST_LIVE_REDIS_URL", "redis://127.0.0.1:6379/13")
+TABLES = ("populations", "calibrations", "predictions", "hosts")  # api_keys stay: the service's key lives there
+
+WORKER_CODE = """
+import os
+from redis import Redis
+from rq import Queue, SimpleWorker
+redis = Redis.from_url(os.environ["REDIS_URL"])
+SimpleWorker([Queue("cpu", connection=redis)], connection=redis).work(burst=False, with_scheduler=False)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def schema_url(url: str, schema: str) -> str:
+    parsed = make_url(url)
+    return parsed.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
+
+
+def ensure_database(url: str) -> None:
+    try:
+        create_engine(url).connect().close()
+    except OperationalError as exc:
+        if "does not exist" not in str(exc):
+            raise
+        admin = create_engine(make_url(url).set(database="postgres"), isolation_level="AUTOCOMMIT")
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{make_url(url).database}"'))
+        admin.dispose()
+
+
+def migrate(url: str) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config(str(REPO / "alembic.ini"))
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    config.attributes["configure_logger"] = False
+    command.upgrade(config, "head")
+
+
+def wait_for(condition: Any, timeout_s: float, what: str, interval_s: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(interval_s)
+
+
+@dataclass
+class LiveService:
+    url: str
+    env: dict[str, str]
+    db: Engine
+    redis: Redis
+    api_key: str
+    logs: Path
+    process: subprocess.Popen[bytes]
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def start_worker(self) -> subprocess.Popen[bytes]:
+        """A worker process for the "cpu" queue (the analytic estimator), running until the package ends."""
+        log = open(self.logs / f"worker-{len(self.workers)}.log", "wb")  # noqa: SIM115 (closed with the process)
+        worker = subprocess.Popen([sys.executable, "-c", WORKER_CODE], env=self.env, cwd=REPO, stdout=log,
+                                  stderr=subprocess.STDOUT)
+        self.workers.append(worker)
+        return worker
+
+    def pause_workers(self) -> None:
+        """Freeze the workers (SIGSTOP): jobs stay queued until resume_workers(), and torch stays loaded."""
+        for worker in self.workers:
+            if worker.poll() is None:
+                worker.send_signal(signal.SIGSTOP)
+
+    def resume_workers(self) -> None:
+        for worker in self.workers:
+            if worker.poll() is None:
+                worker.send_signal(signal.SIGCONT)
+
+    def ensure_worker(self) -> None:
+        """One running worker (started if there is none, thawed if paused)."""
+        self.workers = [worker for worker in self.workers if worker.poll() is None]
+        if self.workers:
+            self.resume_workers()
+        else:
+            self.start_worker()
+
+    def stop_workers(self) -> None:
+        self.resume_workers()  # a stopped process would not act on SIGTERM
+        for worker in self.workers:
+            stop(worker)
+        self.workers.clear()
+
+    def clean(self) -> None:
+        """Empty the tables (the API key stays) and the queues."""
+        with self.db.begin() as connection:
+            connection.execute(text(f"TRUNCATE {', '.join(TABLES)}"))
+        for key in self.redis.scan_iter("rq:queue:*"):
+            self.redis.delete(key)
+
+    def log_tail(self, lines: int = 40) -> str:
+        out = []
+        for path in sorted(self.logs.glob("*.log")):
+            text_ = path.read_text(errors="replace").splitlines()[-lines:]
+            out.append(f"--- {path.name}\n" + "\n".join(text_))
+        return "\n".join(out)
+
+
+def stop(process: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=timeout_s)
+
+
+@contextmanager
+def live_service(tag: str, **extra_env: str) -> Iterator[LiveService]:
+    """The API on a free port over a fresh schema and Redis database; torn down on exit."""
+    from app.security import create_api_key
+
+    schema = f"live_{tag}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    url = schema_url(TEST_DATABASE_URL, schema)
+    ensure_database(TEST_DATABASE_URL)
+    admin = create_engine(TEST_DATABASE_URL)
+    with admin.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    redis = Redis.from_url(LIVE_REDIS_URL)
+    redis.flushdb()
+    db = create_engine(url)
+    logs = Path(tempfile.mkdtemp(prefix=f"understudy-live-{tag}-"))
+    process = None
+    service = None
+    try:
+        migrate(url)
+        with Session(db) as session:
+            _, token = create_api_key(session=session, name=f"live-{tag}")
+        port = free_port()
+        env = {
+            **os.environ,
+            "DATABASE_URL": url,
+            "REDIS_URL": LIVE_REDIS_URL,
+            "UNDERSTUDY_REQUIRE_API_KEY": "true",
+            "UNDERSTUDY_READ_REQUIRES_KEY": "false",
+            "UNDERSTUDY_RECONCILE_INTERVAL_S": "0",
+            "UNDERSTUDY_HOST_NAME": f"live-{tag}",
+            "UNDERSTUDY_JOB_TIMEOUT_S": "120",
+            "PYTHONUNBUFFERED": "1",
+            **extra_env,
+        }
+        log = open(logs / "api.log", "wb")  # noqa: SIM115 (closed with the process)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1", "--port", str(port),
+             "--log-level", "warning"], env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        service = LiveService(url=f"http://127.0.0.1:{port}", env=env, db=db, redis=redis, api_key=token, logs=logs,
+                              process=process)
+
+        def up() -> bool:
+            if process.poll() is not None:
+                raise AssertionError(f"the API exited with {process.returncode}:\n{service.log_tail()}")
+            try:
+                return httpx.get(f"{service.url}/readyz", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_for(up, 30, "the API to answer /readyz", interval_s=0.1)
+        yield service
+    finally:
+        if service is not None:
+            service.stop_workers()
+        if process is not None:
+            stop(process)
+        db.dispose()
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        admin.dispose()
+        redis.flushdb()
+        redis.close()
