@@ -52,8 +52,11 @@ def estimator_version(name: str, settings: Settings) -> str:
     """The version a worker with these settings records (spec's depends on how SMs and clocks are applied)."""
     info = estimator_info(name)
     if name == "spec":
-        clock = "lock" if settings.allow_clock_lock else "emulated"
-        return f"{info.version}+{settings.sm_mechanism}+{clock}"
+        # How the SM share and clock are applied changes the number, so it is part of the version (and cache key),
+        # short enough for the ledger's 20-character column: e.g. "1+gc+emu", "1+mps+lock".
+        mechanism = {"green-context": "gc"}.get(settings.sm_mechanism, settings.sm_mechanism)
+        clock = "lock" if settings.allow_clock_lock else "emu"
+        return f"{info.version}+{mechanism}+{clock}"
     return info.version
 
 

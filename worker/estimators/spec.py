@@ -9,7 +9,7 @@ comes in steps of 8) is emulated by scaling the time by SMs given / target SMs. 
 from __future__ import annotations
 
 from understudy.catalog import TargetSpec
-from understudy.estimator_info import estimator_info
+from understudy.estimator_info import estimator_info, estimator_version
 from understudy.results import HostInfo, HostSetting, Measurement
 from understudy.settings import Settings, get_settings
 from understudy.workload import Workload
@@ -23,11 +23,7 @@ class SpecEstimator(Estimator):
 
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or get_settings()
-        # How the SM share and clock are applied changes the number, so it is part of the version (and cache key),
-        # short enough for the ledger's 20-character column: e.g. "1+gc+emu", "1+mps+lock".
-        mechanism = {"green-context": "gc", "mps": "mps"}.get(self.settings.sm_mechanism, self.settings.sm_mechanism)
-        clock = "lock" if self.settings.allow_clock_lock else "emu"
-        self.version = f"{SpecEstimator.version}+{mechanism}+{clock}"
+        self.version = estimator_version(self.name, self.settings)
 
     def plan(self, workload: Workload, target: TargetSpec, host: HostInfo) -> HostSetting:
         host_sms = host.sm_count or target.sm_count
