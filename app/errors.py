@@ -15,7 +15,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError, ProgrammingError
+from sqlalchemy.exc import (DataError, DBAPIError, DisconnectionError, InterfaceError, OperationalError,
+                            ProgrammingError)
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -50,6 +51,18 @@ class Unauthorized(ApiError):
 
 class ServiceUnavailable(ApiError):
     status_code = 503
+
+
+class PayloadTooLarge(ApiError):
+    status_code = 413
+
+
+class TooManyRequests(ApiError):
+    status_code = 429
+
+    def __init__(self, detail: str, retry_after_s: int) -> None:
+        super().__init__(detail)
+        self.retry_after_s = max(1, retry_after_s)
 
 
 class FieldError(ApiError):
@@ -122,13 +135,21 @@ async def on_validation_error(request: Request, exc: RequestValidationError) -> 
     return _unprocessable(errors)
 
 
-async def on_api_error(request: Request, exc: ApiError) -> JSONResponse:
+def api_error_response(exc: ApiError) -> JSONResponse:
+    """The answer to one of the API's own exceptions; also used by the middlewares in app/limits.py, which answer
+    before any exception handler runs."""
     if isinstance(exc, FieldError):
         return _unprocessable([{"field": exc.field, "reason": exc.reason}])
     headers = {"WWW-Authenticate": "ApiKey"} if isinstance(exc, Unauthorized) else None
     if isinstance(exc, ServiceUnavailable):
         headers = {"Retry-After": "5"}
+    if isinstance(exc, TooManyRequests):
+        headers = {"Retry-After": str(exc.retry_after_s)}
     return _error(exc.status_code, exc.detail, headers=headers)
+
+
+async def on_api_error(request: Request, exc: ApiError) -> JSONResponse:
+    return api_error_response(exc)
 
 
 async def on_domain_error(request: Request, exc: Exception) -> JSONResponse:
@@ -159,6 +180,12 @@ async def on_database_error(request: Request, exc: DBAPIError | DisconnectionErr
     ):
         log.warning("database unavailable: %s", orig or exc)
         return _error(503, "the database is unavailable; try again shortly", headers={"Retry-After": "5"})
+    if isinstance(exc, DataError):
+        # A value that passed validation but that the database cannot hold or compare (an offset past bigint...).
+        first_line = str(orig or exc).strip().splitlines()[0]
+        log.warning("database refused a request value: %s", first_line)
+        return _unprocessable([{"field": "request", "reason": f"a value is out of the range the database accepts "
+                                                              f"({first_line})"}])
     return await on_unexpected(request, exc)
 
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 
-from fastapi import FastAPI, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -16,6 +15,7 @@ from app import errors
 from app.api.main import api_router
 from app.core.config import get_settings
 from app.core.db import db_engine, redis_for
+from app.limits import BodySizeLimit, WriteRateLimit
 from understudy.dispatch import reconcile
 
 log = logging.getLogger("understudy.api")
@@ -54,15 +54,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 def create_app() -> FastAPI:
     app = FastAPI(title="Understudy", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     errors.install(app)
-
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        length = request.headers.get("content-length")
-        limit = get_settings().max_body_bytes
-        if length is not None and (not length.isdigit() or int(length) > limit):
-            return JSONResponse(status_code=413, content={"detail": f"the body is larger than {limit} bytes "
-                                                                    "(UNDERSTUDY_MAX_BODY_BYTES)"})
-        return await call_next(request)
+    # The last added runs first: rate limits, then the body size cap, then the routes.
+    app.add_middleware(BodySizeLimit)
+    app.add_middleware(WriteRateLimit)
 
     app.include_router(api_router)
     return app

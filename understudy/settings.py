@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_run_dir() -> str:
+    return str(Path(tempfile.gettempdir()) / f"understudy-{os.getuid() if hasattr(os, 'getuid') else 'user'}")
 
 
 def default_sqlite_url() -> str:
@@ -54,6 +60,14 @@ class Settings(BaseSettings):
     max_attempts: int = Field(default=3, ge=1, le=100, alias="UNDERSTUDY_MAX_ATTEMPTS")
     # How long rq keeps a finished or failed job's record (the ledger keeps the result for good).
     job_record_ttl_s: int = Field(default=24 * 3600, ge=1, alias="UNDERSTUDY_JOB_RECORD_TTL_S")
+    # Writes (POST, PUT, PATCH, DELETE) allowed per fixed window, per API key and per client address; 0 turns a limit
+    # off. Past a limit the API answers 429 with Retry-After (app/limits.py; the counters live in Redis).
+    rate_limit_window_s: float = Field(default=60.0, gt=0, le=86_400, alias="UNDERSTUDY_RATE_LIMIT_WINDOW_S")
+    rate_limit_per_key: int = Field(default=600, ge=0, alias="UNDERSTUDY_RATE_LIMIT_PER_KEY")
+    rate_limit_per_ip: int = Field(default=1200, ge=0, alias="UNDERSTUDY_RATE_LIMIT_PER_IP")
+    # Where a worker keeps, per GPU, what its jobs leave running outside their own processes (MPS daemons), so that
+    # the next worker on that GPU can stop what a killed one left behind.
+    run_dir: str = Field(default_factory=default_run_dir, alias="UNDERSTUDY_RUN_DIR")
 
     @field_validator("database_url")
     @classmethod
