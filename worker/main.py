@@ -1,9 +1,10 @@
 """The worker process: one per GPU. `understudy worker --gpu N` runs `run_worker`.
 
 It probes its host in a child process (so this process never touches CUDA), takes an exclusive Redis lock on its GPU,
-registers itself in the hosts table, re-queues what Redis lost, then serves its host-class queue and "cpu" one job at
-a time. Each job runs in a freshly spawned process (rq's SpawnWorker) that dies with the worker; a heartbeat thread
-keeps the lock, the liveness key and the hosts row fresh and re-runs the reconciler now and then.
+undoes what a killed predecessor's jobs left on the GPU (a clock lock, MPS daemons), registers itself in the hosts
+table, re-queues what Redis lost, then serves its host-class queue and "cpu" one job at a time. Each job runs in a
+freshly spawned process (rq's SpawnWorker) that dies with the worker; a heartbeat thread keeps the lock, the liveness
+key and the hosts row fresh and re-runs the reconciler now and then.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +20,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from redis import Redis
@@ -36,6 +39,7 @@ from understudy.settings import Settings
 from understudy.store.db import get_engine
 from understudy.store.models import Host
 from worker.probe import host_class
+from worker.restrict import ENV_MPS_DIR, MpsDaemon, reset_clocks
 
 log = logging.getLogger("understudy.worker")
 
@@ -216,6 +220,44 @@ class Heartbeat:
             self.thread.join(timeout=5)
 
 
+# --- what a killed worker left on its GPU -------------------------------------------------------------------------
+
+
+def mps_dir(settings: Settings, gpu_index: int) -> Path:
+    """Where the jobs of GPU `gpu_index`'s worker start their MPS daemons, one folder each (worker.restrict)."""
+    return Path(settings.run_dir) / f"gpu{gpu_index}" / "mps"
+
+
+def release_leftovers(settings: Settings, gpu_index: int, has_gpu: bool) -> list[str]:
+    """Undo what the jobs of a worker killed on this GPU left behind: reset a core clock lock (where clock locks are
+    allowed) and quit the MPS daemons they started, removing their folders. Says what it did.
+
+    Only for a worker that holds the GPU's lock: a live worker's restrictions are never touched. NVML only, no CUDA.
+    """
+    released = []
+    if has_gpu and settings.allow_clock_lock:
+        from worker.probe import load_nvml
+
+        nvml = load_nvml()
+        if nvml is not None:
+            try:
+                reset_clocks(nvml, nvml.nvmlDeviceGetHandleByIndex(gpu_index))
+                released.append("core clock lock reset")
+            except Exception as exc:  # noqa: BLE001 - pynvml's NVMLError: say so, start anyway (jobs reset again)
+                log.warning("could not reset GPU %d's clock lock: %s", gpu_index, exc)
+    folder = mps_dir(settings, gpu_index)
+    for root in sorted(folder.glob("understudy-mps-*")) if folder.is_dir() else []:
+        daemon = MpsDaemon(settings.mps_control, root=str(root))
+        daemon.running = True  # it may be: `quit` is harmless when it is not
+        try:
+            daemon.stop()
+            released.append(f"MPS daemon quit ({root})")
+        except (OSError, subprocess.SubprocessError) as exc:
+            log.warning("could not quit the MPS daemon in %s: %s", root, exc)
+        shutil.rmtree(root, ignore_errors=True)
+    return released
+
+
 # --- the process ------------------------------------------------------------------------------------------------
 
 
@@ -236,9 +278,13 @@ def run_worker(settings: Settings, gpu_index: int, *, burst: bool = False, wait_
         raise WorkerError(f"GPU {probed.gpu_uuid or slot} ({slot}) is held by another worker")
     heartbeat: Heartbeat | None = None
     try:
-        # The job processes read these: which GPU, which worker claims rows, whose death kills them.
+        # Now that the GPU is ours, nothing a previous worker's jobs left on it is still in use.
+        for what in release_leftovers(settings, gpu_index, host.has_gpu):
+            log.warning("GPU %d: %s, left by a worker that did not stop cleanly", gpu_index, what)
+        # The job processes read these: which GPU, which worker claims rows, whose death kills them, where MPS
+        # daemons go.
         os.environ.update({"UNDERSTUDY_WORKER_GPU": str(gpu_index), ENV_WORKER_TOKEN: token,
-                           ENV_WORKER_PID: str(os.getpid())})
+                           ENV_WORKER_PID: str(os.getpid()), ENV_MPS_DIR: str(mps_dir(settings, gpu_index))})
         worker = UnderstudyWorker(queues, connection=redis, name=token)
         info = {**host.model_dump(mode="json"), "estimators": probed.estimators, "host_name": settings.host_name,
                 "gpu_index": gpu_index, "gpu_uuid": probed.gpu_uuid, "lock": lock.keys[0], "worker": token,

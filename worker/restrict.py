@@ -93,12 +93,20 @@ def clock_lock(nvml: Any, handle: Any, clock_mhz: float) -> Iterator[float]:
         reset_clocks(nvml, handle)
 
 
+# A worker names a folder of its GPU here for its jobs' MPS daemons, so that the next worker on that GPU can quit one
+# that a killed job left running (worker.main.release_leftovers).
+ENV_MPS_DIR = "UNDERSTUDY_MPS_DIR"
+
+
 class MpsDaemon:
     """Our own MPS control daemon, with private pipe and log folders so it never meets anyone else's."""
 
     def __init__(self, control: str = "nvidia-cuda-mps-control", root: str | None = None) -> None:
         self.control = control
-        self.root = Path(root or tempfile.mkdtemp(prefix="understudy-mps-"))
+        parent = os.environ.get(ENV_MPS_DIR) or None
+        if root is None and parent:
+            Path(parent).mkdir(parents=True, exist_ok=True)
+        self.root = Path(root or tempfile.mkdtemp(prefix="understudy-mps-", dir=parent))
         self.pipe_dir = self.root / "pipe"
         self.log_dir = self.root / "log"
         self.running = False

@@ -1,0 +1,146 @@
+"""What the fault tests share: the real API and workers in subprocesses, and stopping and starting the machine's own
+PostgreSQL and Redis (always started again and answering before a test ends: other tests use them too)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from understudy.store.models import Prediction
+
+TESTS = Path(__file__).resolve().parents[1]
+FAKE_GPU = Path(__file__).resolve().parent / "fakegpu"
+SLOWJOB = TESTS / "service" / "slowjob"
+
+REDIS_START = ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", "6379", "--save", "",
+               "--appendonly", "no", "--dir", "/var/lib/redis", "--logfile", "/var/log/redis/ci.log"]
+
+# The API and workers of these tests look for lost rows every second and count a row as lost one second after it was
+# queued: what the reconciler does in an hour of production happens within a test.
+FAST_RECONCILE = {"UNDERSTUDY_RECONCILE_INTERVAL_S": "1", "UNDERSTUDY_RECONCILE_GRACE_S": "1"}
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            value = condition()
+        except Exception:  # noqa: BLE001 - a store that is coming back raises for a while
+            value = None
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(poll_s)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_worker(*args: str, env: dict[str, str] | None = None, paths: tuple[Path, ...] = ()) -> subprocess.Popen:
+    """`understudy worker --gpu 0` with the test's environment, `env` on top and `paths` first on PYTHONPATH."""
+    merged = {**os.environ, **(env or {})}
+    if paths:
+        merged["PYTHONPATH"] = os.pathsep.join([*map(str, paths), *filter(None, [merged.get("PYTHONPATH")])])
+    return subprocess.Popen([sys.executable, "-m", "understudy.cli", "worker", "--gpu", "0", *args], env=merged,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def stop(process: subprocess.Popen, timeout_s: float = 20) -> str:
+    """Stop a process we started (SIGTERM, then SIGKILL) and return what it printed."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    output, _ = process.communicate(timeout=10)
+    return output or ""
+
+
+@contextmanager
+def api_server(env: dict[str, str] | None = None) -> Iterator[str]:
+    """`understudy serve` on a free loopback port; yields its base URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "understudy.cli", "serve", "--port", str(port), "--log-level", "warning"],
+        env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: process.poll() is not None or httpx.get(f"{url}/healthz", timeout=1).status_code == 200,
+                 60, "the API to answer")
+        assert process.poll() is None, stop(process)
+        yield url
+    finally:
+        output = stop(process)
+        assert "Traceback" not in output, output[-4000:]
+
+
+def status_of(db: Any, ids: list[str]) -> dict[str, str]:
+    with Session(db) as session:
+        return dict(session.execute(select(Prediction.id, Prediction.status).where(Prediction.id.in_(ids))).all())
+
+
+def redis_answers() -> bool:
+    return subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", "6379", "ping"], capture_output=True, text=True,
+                          timeout=5).stdout.strip() == "PONG"
+
+
+def restart_redis() -> None:
+    """Shut the machine's Redis down without saving (everything in it is lost, as in a crash) and start it again."""
+    try:
+        subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", "6379", "shutdown", "nosave"], capture_output=True,
+                       timeout=10)
+        wait_for(lambda: not redis_answers(), 10, "Redis to stop", poll_s=0.02)
+    finally:
+        start_redis()
+
+
+def start_redis() -> None:
+    if not redis_answers():
+        subprocess.run(REDIS_START, capture_output=True, timeout=30)
+    wait_for(redis_answers, 30, "Redis to answer again", poll_s=0.05)
+
+
+def pg_cluster(action: str) -> None:
+    version = sorted(os.listdir("/etc/postgresql"))[-1]
+    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action], capture_output=True,
+                   timeout=60)
+
+
+def postgres_answers() -> bool:
+    return subprocess.run(["pg_isready", "-h", "127.0.0.1", "-p", "5432", "-q"], timeout=10).returncode == 0
+
+
+@contextmanager
+def postgres_stopped() -> Iterator[None]:
+    """The machine's PostgreSQL stopped for the body, started again (and answering) however the body ends."""
+    try:
+        pg_cluster("stop")
+        wait_for(lambda: not postgres_answers(), 30, "PostgreSQL to stop")
+        yield
+    finally:
+        if not postgres_answers():
+            pg_cluster("start")
+        wait_for(postgres_answers, 60, "PostgreSQL to answer again", poll_s=0.2)
+
+
+def start_postgres_and_redis() -> None:
+    if not postgres_answers():
+        pg_cluster("start")
+        wait_for(postgres_answers, 60, "PostgreSQL to answer again", poll_s=0.2)
+    start_redis()
