@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -40,6 +41,11 @@ async def reconcile_forever(interval_s: float) -> None:
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    # What start-up made (modules, the app, its schema: ~100k objects) lives as long as the process. Frozen, it is left
+    # out of the collector's full passes, which otherwise stall every request in flight for ~60 ms now and then
+    # (benchmarks/load/REPORT.md). Once per process: a later start (a test's) must not freeze its garbage too.
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
     interval = get_settings().reconcile_interval_s
     task = asyncio.create_task(reconcile_forever(interval)) if interval > 0 else None
     try:
