@@ -225,22 +225,22 @@ class ErrorPublic(BaseModel):
     errors: list[FieldErrorPublic] | None = None
 
 
+# The error answers every resource route documents, beside its own 404/409.
+COMMON_ERRORS: dict[int | str, dict[str, object]] = {
+    422: {"model": ErrorPublic, "description": "a field is invalid (named in errors[].field)"},
+    401: {"model": ErrorPublic, "description": "no API key, or an unknown one"},
+    503: {"model": ErrorPublic, "description": "the database or Redis is unreachable"},
+}
+
+
 # --- from rows --------------------------------------------------------------------------------------------------
-
-
-def describe_setting(setting: HostSetting) -> str:
-    """'28 SMs (green-context), 1777 MHz (emulated)'; 'all SMs' when the SM count was left alone."""
-    sms = f"{setting.sm_count} SMs ({setting.sm_mechanism})" if setting.sm_count else "all SMs"
-    clock = f", {setting.clock_mhz:.0f} MHz ({setting.clock_mode})" if setting.clock_mhz else ""
-    memory = f", memory capped at {setting.memory_cap_gb:g} GB" if setting.memory_cap_gb else ""
-    return sms + clock + memory
 
 
 def prediction_public(row: Prediction, cached: bool = False) -> PredictionPublic:
     setting = None
     if row.host_setting:
         base = HostSetting.model_validate(row.host_setting)
-        setting = HostSettingPublic(**base.model_dump(), summary=describe_setting(base))
+        setting = HostSettingPublic(**base.model_dump(), summary=base.describe())
     latency = None
     if row.latency_ms is not None:
         latency = LatencyPublic(min_ms=row.latency_ms, median_ms=row.median_ms, spread_ms=row.spread_ms)
@@ -385,7 +385,7 @@ def population_public(population: Population, rows: dict[str, Prediction]) -> Po
     devices = []
     for member in population.members:
         row = rows.get(member["prediction_id"])
-        setting = describe_setting(HostSetting.model_validate(row.host_setting)) if row and row.host_setting else None
+        setting = HostSetting.model_validate(row.host_setting).describe() if row and row.host_setting else None
         devices.append(PopulationDevicePublic(
             target_id=member["target_id"], target_name=member.get("target_name"), weight=member["weight"],
             share=float(member["weight"]) / total, prediction_id=member["prediction_id"],

@@ -51,7 +51,7 @@ def predict(
     from understudy.calibration import CalibrationSet
     from understudy.store.db import init_sqlite
     from understudy.workload import Workload
-    from worker.engine import Engine, describe
+    from worker.engine import Engine
     from worker.local import predict_cached
 
     settings = get_settings()
@@ -95,7 +95,7 @@ def predict(
     for spec, (result, cached) in zip(specs, rows, strict=True):
         latency = f"{result.latency_ms:.2f}" if result.latency_ms else (result.error or result.status.value)
         rate = f"{result.samples_per_s:.0f}" if result.samples_per_s else "-"
-        table.add_row(spec.name, latency, rate, describe(result.host_setting), "yes" if result.status == "oom" else "",
+        table.add_row(spec.name, latency, rate, result.host_setting.describe() if result.host_setting else "no GPU (counted)", "yes" if result.status == "oom" else "",
                       f"{result.estimator}@{result.estimator_version}", "yes" if cached else "")
     Console().print(table)
 

@@ -41,6 +41,13 @@ class HostSetting(BaseModel):
     def key(self) -> tuple[Any, ...]:
         return (self.sm_count, self.sm_mechanism, self.clock_mhz, self.clock_mode, self.memory_cap_gb, self.profile)
 
+    def describe(self) -> str:
+        """'28 SMs (green-context), 1777 MHz (emulated), memory capped at 12 GB'; 'all SMs' when SMs were left alone."""
+        sms = f"{self.sm_count} SMs ({self.sm_mechanism})" if self.sm_count else "all SMs"
+        clock = f", {self.clock_mhz:.0f} MHz ({self.clock_mode})" if self.clock_mhz else ""
+        memory = f", memory capped at {self.memory_cap_gb:g} GB" if self.memory_cap_gb else ""
+        return sms + clock + memory
+
 
 class Measurement(BaseModel):
     """One timed run of a workload on the host under one setting."""

@@ -226,7 +226,7 @@ class Engine:
             setting = members[0].model_copy(update={"profile": any(m.profile for m in members)})
             logged = self.log.get(self.host, workload, setting) if self.log else None
             if logged is None and self.replay_only:
-                logged = Measurement(status="failed", error=f"not in the measurement log: {describe(setting)}")
+                logged = Measurement(status="failed", error=f"not in the measurement log: {setting.describe()}")
             if logged is not None:
                 measurements.update({member.key: logged for member in members})
             else:
@@ -238,7 +238,7 @@ class Engine:
         with Bench(workload, self.host, self.settings, self.gpu_index, self.nvml) as bench:
             for setting, members in todo:
                 if progress:
-                    progress(f"measuring {workload.label} at {describe(setting)}")
+                    progress(f"measuring {workload.label} at {setting.describe()}")
                 measured = bench.measure(setting)
                 if self.log is not None:
                     self.log.put(self.host, workload, setting, measured)
@@ -281,11 +281,3 @@ class Engine:
             **fields,
         )
 
-
-def describe(setting: HostSetting | None) -> str:
-    """A short human description of a host setting: '28 SMs (green-context), 1777 MHz (emulated)'."""
-    if setting is None:
-        return "no GPU (counted)"
-    sms = f"{setting.sm_count} SMs ({setting.sm_mechanism})" if setting.sm_count else "all SMs"
-    clock = f", {setting.clock_mhz:.0f} MHz ({setting.clock_mode})" if setting.clock_mhz else ""
-    return sms + clock

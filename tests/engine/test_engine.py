@@ -25,7 +25,7 @@ from understudy.errors import NoGpu, UnknownEstimator
 from understudy.keys import ANY_HOST
 from understudy.results import HostSetting, Measurement, Status
 from understudy.workload import Workload
-from worker.engine import Engine, describe
+from worker.engine import Engine
 from worker.probe import probe_host
 
 WORKLOAD = Workload(model="resnet18", batch_size=16)
@@ -246,8 +246,8 @@ def test_mps_child_timeout_fails_that_target_and_still_quits_the_daemon(
     assert nvml.locked_mhz is None and nvml.events[-1] == ("reset",)
 
 
-def test_describe_names_the_share_and_clock() -> None:
-    text = describe(HostSetting(sm_count=32, sm_mechanism="green-context", clock_mhz=1777.0, clock_mode="emulated"))
+def test_a_host_setting_description_names_the_share_clock_and_memory_cap() -> None:
+    text = HostSetting(sm_count=32, sm_mechanism="green-context", clock_mhz=1777.0, clock_mode="emulated").describe()
     assert text == "32 SMs (green-context), 1777 MHz (emulated)"
-    assert describe(None) == "no GPU (counted)"
-    assert describe(HostSetting()) == "all SMs"
+    assert HostSetting(memory_cap_gb=12.0).describe() == "all SMs, memory capped at 12 GB"
+    assert HostSetting().describe() == "all SMs"

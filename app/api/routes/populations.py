@@ -9,13 +9,10 @@ from fastapi import APIRouter, Query, Response, status
 from app import crud
 from app.api.deps import ReadKeyDep, RedisDep, SessionDep, SettingsDep, WriteKeyDep
 from app.errors import NotFound
-from app.schemas import ErrorPublic, PopulationCreate, PopulationPublic, PopulationsPublic, population_public
+from app.schemas import (COMMON_ERRORS, ErrorPublic, PopulationCreate, PopulationPublic, PopulationsPublic,
+                         population_public)
 
 router = APIRouter(prefix="/v1/populations", tags=["populations"])
-
-ERRORS = {422: {"model": ErrorPublic, "description": "a field is invalid (named in errors[].field)"},
-          401: {"model": ErrorPublic, "description": "no API key, or an unknown one"},
-          503: {"model": ErrorPublic, "description": "the database or Redis is unreachable"}}
 
 
 @router.post(
@@ -26,7 +23,7 @@ ERRORS = {422: {"model": ErrorPublic, "description": "a field is invalid (named 
         200: {"model": PopulationPublic, "description": "every prediction was cached: the summary is here"},
         202: {"description": "queued: poll GET /v1/populations/{id} until status is done"},
         409: {"model": ErrorPublic, "description": "a GPU estimator and no GPU worker (or the named host) registered"},
-        **ERRORS,
+        **COMMON_ERRORS,
     },
 )
 def create_population(body: PopulationCreate, response: Response, session: SessionDep, redis: RedisDep,
@@ -41,7 +38,7 @@ def create_population(body: PopulationCreate, response: Response, session: Sessi
 
 
 @router.get("/{population_id}", response_model=PopulationPublic,
-            responses={404: {"model": ErrorPublic, "description": "no population has this id"}, **ERRORS})
+            responses={404: {"model": ErrorPublic, "description": "no population has this id"}, **COMMON_ERRORS})
 def read_population(population_id: str, session: SessionDep, key: ReadKeyDep) -> PopulationPublic:
     """One population: its devices' predictions and, once all are final, the summary."""
     population = crud.get_population(session=session, population_id=population_id)
@@ -51,7 +48,7 @@ def read_population(population_id: str, session: SessionDep, key: ReadKeyDep) ->
     return population_public(population, rows)
 
 
-@router.get("", response_model=PopulationsPublic, responses=ERRORS)
+@router.get("", response_model=PopulationsPublic, responses=COMMON_ERRORS)
 def read_populations(session: SessionDep, key: ReadKeyDep, skip: Annotated[int, Query(ge=0)] = 0,
                      limit: Annotated[int, Query(ge=1, le=500)] = 100) -> PopulationsPublic:
     """Populations, newest first, paged (count is the total)."""

@@ -10,15 +10,11 @@ from fastapi import APIRouter, Query, Response, status
 from app import crud
 from app.api.deps import ReadKeyDep, RedisDep, SessionDep, SettingsDep, WriteKeyDep
 from app.errors import NotFound
-from app.schemas import (ErrorPublic, PredictionCreate, PredictionPublic, PredictionRequestPublic,
+from app.schemas import (COMMON_ERRORS, ErrorPublic, PredictionCreate, PredictionPublic, PredictionRequestPublic,
                          PredictionsPublic, prediction_public)
 from understudy.results import Status
 
 router = APIRouter(prefix="/v1/predictions", tags=["predictions"])
-
-ERRORS = {422: {"model": ErrorPublic, "description": "a field is invalid (named in errors[].field)"},
-          401: {"model": ErrorPublic, "description": "no API key, or an unknown one"},
-          503: {"model": ErrorPublic, "description": "the database or Redis is unreachable"}}
 
 
 @router.post(
@@ -30,7 +26,7 @@ ERRORS = {422: {"model": ErrorPublic, "description": "a field is invalid (named 
         202: {"description": "queued: poll GET /v1/predictions/{id} for each id"},
         409: {"model": ErrorPublic, "description": "a GPU estimator and no GPU worker (or the named host) registered; "
                                                    "or estimator calibrated and a target without a calibration"},
-        **ERRORS,
+        **COMMON_ERRORS,
     },
 )
 def create_predictions(body: PredictionCreate, response: Response, session: SessionDep, redis: RedisDep,
@@ -46,7 +42,7 @@ def create_predictions(body: PredictionCreate, response: Response, session: Sess
 
 
 @router.get("/{prediction_id}", response_model=PredictionPublic,
-            responses={404: {"model": ErrorPublic, "description": "no prediction has this id"}, **ERRORS})
+            responses={404: {"model": ErrorPublic, "description": "no prediction has this id"}, **COMMON_ERRORS})
 def read_prediction(prediction_id: str, session: SessionDep, key: ReadKeyDep) -> PredictionPublic:
     """One prediction: its status and, once done, its latency, the host setting it was measured under, and how."""
     row = crud.get_prediction(session=session, prediction_id=prediction_id)
@@ -55,7 +51,7 @@ def read_prediction(prediction_id: str, session: SessionDep, key: ReadKeyDep) ->
     return prediction_public(row)
 
 
-@router.get("", response_model=PredictionsPublic, responses=ERRORS)
+@router.get("", response_model=PredictionsPublic, responses=COMMON_ERRORS)
 def read_predictions(
     session: SessionDep,
     key: ReadKeyDep,
