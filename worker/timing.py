@@ -20,7 +20,10 @@ PROFILED_STEPS = 2
 
 _TENSOR_KERNELS = ("nvjet", "xmma", "tensorop", "hmma", "flash", "fmha", "wgmma", "gemm", "cutlass", "sm90_",
                    "sm80_", "sm86_", "sm89_", "ampere_", "volta_", "turing_", "attention")
-_SIMT_KERNELS = ("depthwise", "sgemm", "convolve", "conv2d_c1_k1", "dgrad2d_c1", "wgrad2d_c1", "implicit_convolve")
+# "gemm_f32f32" is cuBLAS's plain-FP32 GEMM on Hopper (sm90_xmma_gemm_f32f32_...): FFMA on the plain lanes,
+# despite "xmma" in its name; its TF32 twin is named "..._tf32f32_...".
+_SIMT_KERNELS = ("depthwise", "sgemm", "convolve", "conv2d_c1_k1", "dgrad2d_c1", "wgrad2d_c1", "implicit_convolve",
+                 "gemm_f32f32")
 
 
 def kernel_class(name: str) -> str:

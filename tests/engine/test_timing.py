@@ -1,0 +1,26 @@
+"""Kernel classes judged from kernel names, as the host profile splits a step's device time."""
+
+from __future__ import annotations
+
+import pytest
+
+from worker.timing import kernel_class
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NTN", "tensor"),
+        ("sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize128x128x64", "tensor"),
+        ("sm90_xmma_gemm_tf32f32_tf32f32_f32_tn_n_tilesize128x128x32", "tensor"),
+        ("pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4>>", "tensor"),
+        ("sm90_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_warpgroupsize1x1x1_execute_segment_k_off", "simt"),
+        ("ampere_sgemm_128x64_nn", "simt"),
+        ("void at::native::(anonymous namespace)::conv_depthwise2d_forward_kernel<3, c10::Half>", "simt"),
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>", "other"),
+        ("void cudnn::bn_fw_inf_1C11_kernel_NCHW<__half, float, true, 1>", "other"),
+        ("void nchwToNhwcKernel<__half, __half, float, true, false>", "other"),
+    ],
+)
+def test_kernels_are_classed_by_what_limits_them(name: str, expected: str) -> None:
+    assert kernel_class(name) == expected
