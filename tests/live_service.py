@@ -52,6 +52,7 @@ def free_port() -> int:
 
 
 def schema_url(url: str, schema: str) -> str:
+    """The URL with every connection's search_path set to one schema."""
     parsed = make_url(url)
     return parsed.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
 

@@ -14,29 +14,11 @@ from typing import Any
 
 import pytest
 from redis import Redis
-from sqlalchemy import Engine, create_engine, make_url, text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import Engine, create_engine, text
+
+from live_service import ensure_database, schema_url
 
 from .helpers import SCHEMA, SERVICE_ENV, TABLES, TEST_DATABASE_URL, TEST_REDIS_URL
-
-
-def schema_url(url: str, schema: str) -> str:
-    """The URL with every connection's search_path set to one schema."""
-    parsed = make_url(url)
-    return parsed.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
-
-
-def ensure_database(url: str) -> None:
-    try:
-        create_engine(url).connect().close()
-    except OperationalError as exc:
-        if "does not exist" not in str(exc):
-            raise
-        name = make_url(url).database
-        admin = create_engine(make_url(url).set(database="postgres"), isolation_level="AUTOCOMMIT")
-        with admin.connect() as connection:
-            connection.execute(text(f'CREATE DATABASE "{name}"'))
-        admin.dispose()
 
 
 @pytest.fixture(scope="package")
