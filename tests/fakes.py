@@ -7,6 +7,9 @@
 - write_fake_python: an executable that plays the MPS child (`python -m worker.mps_child`): prints a
   Measurement, sleeps past its timeout with a grandchild in its process group, or crashes.
 - RestrictionRecorder: green_context and memory_cap replacements (they need CUDA) that record enter and exit.
+- FakeTimer: worker.timing.StepTimer's stand-in, for what the bench passes to the timing.
+- FakeCuda: torch.cuda as the timing uses it (streams, events, CUDA graphs, the allocator) and a fake step, for the
+  timing itself: what it builds, captures and frees.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import json
 import stat
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -58,7 +62,7 @@ def h200_host(**overrides: Any) -> HostInfo:
 
 
 def done_measurement(**overrides: Any) -> Measurement:
-    """A successful measurement as worker.timing.measure returns it."""
+    """A successful measurement as worker.timing returns it."""
     fields: dict[str, Any] = {
         "status": "done",
         "min_ms": 10.0,
@@ -226,7 +230,8 @@ def write_fake_python(directory: Path, behaviour: str, measurement: Measurement 
 
     behaviour: 'measure' prints `measurement` as the child would; 'hang' starts a grandchild in its process group,
     writes the grandchild's pid to grandchild.pid and sleeps; 'crash' writes to stderr and exits 3.
-    Every call logs its argv, the request it read and CUDA_MPS_ACTIVE_THREAD_PERCENTAGE to child.log.
+    Every call logs its argv, the request it read, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and the parent pid it was given
+    to child.log.
     """
     path = directory / f"fake-python-{behaviour}"
     payload = (measurement or done_measurement()).model_dump_json()
@@ -235,7 +240,8 @@ import json, os, subprocess, sys, time
 request = json.loads(sys.stdin.read())
 entry = {{"argv": sys.argv[1:], "request": request,
          "percentage": os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"),
-         "pipe": os.environ.get("CUDA_MPS_PIPE_DIRECTORY"), "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}}
+         "pipe": os.environ.get("CUDA_MPS_PIPE_DIRECTORY"), "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+         "parent": os.environ.get("UNDERSTUDY_MPS_PARENT_PID")}}
 with open({str(directory / "child.log")!r}, "a") as f:
     f.write(json.dumps(entry) + "\\n")
 behaviour = {behaviour!r}
@@ -274,6 +280,13 @@ def _write_executable(path: Path, text: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
+class FakeStream(str):
+    """A CUDA stream's stand-in: its name, and synchronize() with nothing to wait for."""
+
+    def synchronize(self) -> None:
+        pass
+
+
 class RestrictionRecorder:
     """Replacements for worker.restrict.green_context and memory_cap that record ('enter'|'exit', what, value)."""
 
@@ -282,12 +295,12 @@ class RestrictionRecorder:
         self.refuse_green_context = refuse_green_context
 
     @contextmanager
-    def green_context(self, num_sms: int, device_index: int = 0) -> Iterator[str]:
+    def green_context(self, num_sms: int, device_index: int = 0) -> Iterator[FakeStream]:
         if self.refuse_green_context:
             raise RestrictionError(f"could not create a green context of {num_sms} SMs: fake refusal")
         self.events.append(("enter", "green-context", num_sms))
         try:
-            yield f"green-context-stream-{num_sms}"
+            yield FakeStream(f"green-context-stream-{num_sms}")
         finally:
             self.events.append(("exit", "green-context", num_sms))
 
@@ -310,26 +323,152 @@ class RestrictionRecorder:
         return not stack
 
 
-class FakeMeasure:
-    """A stand-in for worker.timing.measure: records what the bench passed (and the clock the fake NVML held
-    while measuring), then returns `result` or raises `error`."""
+class FakeTimer:
+    """A stand-in for worker.timing.StepTimer: each timer it makes (one per bench that times in-process) records what
+    the bench passed to time() (and the clock the fake NVML held meanwhile), then returns `result` or raises `error`."""
 
     def __init__(self, result: Measurement | None = None, error: BaseException | None = None,
                  nvml: FakeNvml | None = None) -> None:
         self.result = result or done_measurement()
         self.error = error
         self.nvml = nvml
+        self.timers: list[tuple[Any, int]] = []
         self.calls: list[dict[str, Any]] = []
 
-    def __call__(self, workload: Any, device_index: int = 0, stream: Any | None = None, windows: int = 10,
-                 window_ms: float = 50.0, profile: bool = False, use_graph: bool = True,
+    def __call__(self, workload: Any, device_index: int = 0) -> SimpleNamespace:
+        self.timers.append((workload, device_index))
+
+        def time(stream: Any | None = None, windows: int = 10, window_ms: float = 50.0, profile: bool = False,
                  clock_reader: Any | None = None) -> Measurement:
-        self.calls.append({
-            "workload": workload, "device_index": device_index, "stream": stream, "windows": windows,
-            "window_ms": window_ms, "profile": profile,
-            "clock_read": clock_reader() if clock_reader is not None else None,
-            "locked_mhz": self.nvml.locked_mhz if self.nvml is not None else None,
-        })
-        if self.error is not None:
-            raise self.error
-        return self.result
+            self.calls.append({
+                "workload": workload, "device_index": device_index, "stream": stream, "windows": windows,
+                "window_ms": window_ms, "profile": profile,
+                "clock_read": clock_reader() if clock_reader is not None else None,
+                "locked_mhz": self.nvml.locked_mhz if self.nvml is not None else None,
+            })
+            if self.error is not None:
+                raise self.error
+            return self.result
+
+        return SimpleNamespace(time=time)
+
+
+class FakeCuda:
+    """torch.cuda as worker.timing uses it, on a CPU, with worker.workloads.make_step replaced by a step that does
+    nothing. `events` lists, in order: ('build', graph_safe), ('capture', stream), ('capture refused', stream),
+    ('graph reset', stream) and ('empty cache',).
+
+    A step run on a stream in `oom_streams` raises torch.cuda.OutOfMemoryError; on a stream in `oom_in_capture`
+    only while captured, and the capture then fails to end, as a real one does. With `refuse_capture` every
+    capture fails, as for a model that cannot be captured. Building a step takes `build_s` seconds.
+    """
+
+    def __init__(self, oom_streams: tuple[str, ...] = (), oom_in_capture: tuple[str, ...] = (),
+                 refuse_capture: bool = False, build_s: float = 0.0) -> None:
+        self.oom_streams = oom_streams
+        self.oom_in_capture = oom_in_capture
+        self.refuse_capture = refuse_capture
+        self.build_s = build_s
+        self.events: list[tuple[Any, ...]] = []
+        self.current = FakeStream("default")
+        self.capturing: str | None = None
+        self.side_streams = 0
+
+    def install(self, monkeypatch: Any) -> FakeCuda:
+        import torch
+
+        cuda = torch.cuda
+        monkeypatch.setattr(cuda, "Stream", self._new_stream)
+        monkeypatch.setattr(cuda, "stream", self._on_stream)
+        monkeypatch.setattr(cuda, "Event", _FakeEvent)
+        monkeypatch.setattr(cuda, "CUDAGraph", lambda: _FakeGraph(self))
+        monkeypatch.setattr(cuda, "graph", self._capture)
+        monkeypatch.setattr(cuda, "synchronize", lambda device=None: None)
+        monkeypatch.setattr(cuda, "empty_cache", lambda: self.events.append(("empty cache",)))
+        monkeypatch.setattr(cuda, "reset_peak_memory_stats", lambda device=None: None)
+        monkeypatch.setattr(cuda, "max_memory_allocated", lambda device=None: 2e9)
+        monkeypatch.setattr(torch._C, "_cuda_clearCublasWorkspaces", lambda: None, raising=False)
+        monkeypatch.setattr("worker.workloads.make_step", self._make_step)
+        return self
+
+    def builds(self) -> list[bool]:
+        """graph_safe of each step built, in order."""
+        return [event[1] for event in self.events if event[0] == "build"]
+
+    def captures(self) -> list[str]:
+        """The stream of each CUDA graph captured, in order."""
+        return [event[1] for event in self.events if event[0] == "capture"]
+
+    def resets(self) -> list[str]:
+        return [event[1] for event in self.events if event[0] == "graph reset"]
+
+    def _new_stream(self, device: Any = None) -> FakeStream:
+        self.side_streams += 1
+        return FakeStream(f"side-stream-{self.side_streams}")
+
+    @contextmanager
+    def _on_stream(self, stream: FakeStream) -> Iterator[None]:
+        previous, self.current = self.current, stream
+        try:
+            yield
+        finally:
+            self.current = previous
+
+    @contextmanager
+    def _capture(self, graph: _FakeGraph, stream: FakeStream) -> Iterator[None]:
+        graph.stream = stream
+        if self.refuse_capture:
+            self.events.append(("capture refused", stream))
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+        previous, self.current, self.capturing = self.current, stream, stream
+        try:
+            yield
+        except BaseException:
+            # Raised while the step's error unwinds, so it carries that error as its context, as torch's does.
+            raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+        finally:
+            self.current, self.capturing = previous, None
+        self.events.append(("capture", stream))
+
+    def _make_step(self, workload: Any, device: Any, graph_safe: bool = False) -> Any:
+        import torch
+
+        from worker.workloads import Step
+
+        time.sleep(self.build_s)
+        self.events.append(("build", graph_safe))
+
+        def run() -> None:
+            if self.current in self.oom_streams or (self.capturing is not None
+                                                    and self.capturing in self.oom_in_capture):
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 MiB")
+
+        return Step(torch.nn.Identity(), run)
+
+
+class _FakeGraph:
+    def __init__(self, cuda: FakeCuda) -> None:
+        self.cuda = cuda
+        self.stream: str | None = None
+
+    def replay(self) -> None:
+        pass
+
+    def reset(self) -> None:
+        self.cuda.events.append(("graph reset", self.stream))
+
+
+class _FakeEvent:
+    """A timing event whose every interval lasts 1 ms."""
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        pass
+
+    def record(self, stream: Any = None) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, end: _FakeEvent) -> float:
+        return 1.0

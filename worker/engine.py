@@ -235,6 +235,10 @@ class Engine:
             return measurements
         from worker.bench import Bench
 
+        # Green contexts first. On the H200, cuDNN work under a green context failed (CUDNN_STATUS_EXECUTION_FAILED)
+        # in a process that had already run cuDNN on the whole GPU, while processes that ran one green context
+        # after another (the sweep benchmark, `spec` evaluations) did not.
+        todo.sort(key=lambda item: item[0].sm_mechanism != "green-context")
         with Bench(workload, self.host, self.settings, self.gpu_index, self.nvml) as bench:
             for setting, members in todo:
                 if progress:

@@ -1,19 +1,23 @@
 """Timing one workload on the GPU as the paper does: graph capture on the (restricted) stream, min over windows.
 
-Random inputs and labels live on the GPU; after a warm-up the step is captured in a CUDA graph on the stream it
-will run on (a green context's stream restricts only what runs on it) and replayed in timed windows, each between
-its own pair of events. The result keeps the minimum, median and spread of the per-step time; when capture fails
-the step is timed eagerly with events and the result says so.
+A StepTimer builds the workload's step once (the timm model, random inputs and labels on the GPU) and times it under
+one setting after another, each applied by the caller around `time()`: it warms the step up on that setting's
+stream, captures a fresh CUDA graph there (a green context's stream restricts only what runs on it), replays it in
+timed windows, each between its own pair of events, and drops the graph. The result keeps the minimum, median and
+spread of the per-step time. When capture fails the step is rebuilt for eager timing and kept that way, and every
+result timed eagerly says why.
 """
 
 from __future__ import annotations
 
 import statistics
-import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from understudy.results import Measurement
 from understudy.workload import Workload
+
+if TYPE_CHECKING:
+    from worker.workloads import Step
 
 WARMUP_STEPS = 3
 PROFILED_STEPS = 2
@@ -37,72 +41,139 @@ def kernel_class(name: str) -> str:
     return "other"
 
 
-def measure(
-    workload: Workload,
-    device_index: int = 0,
-    stream: Any | None = None,
-    windows: int = 10,
-    window_ms: float = 50.0,
-    profile: bool = False,
-    use_graph: bool = True,
-    clock_reader: Any | None = None,
-) -> Measurement:
-    """Time one step of `workload` on `stream` (a side stream of the device when None). OOM is a result."""
+def measure(workload: Workload, device_index: int = 0, windows: int = 10, window_ms: float = 50.0,
+            profile: bool = False) -> Measurement:
+    """Build `workload`'s step and time it under the one setting this process runs in (the MPS child's way)."""
+    return StepTimer(workload, device_index).time(windows=windows, window_ms=window_ms, profile=profile)
+
+
+class StepTimer:
+    """One workload's step, built on first use and timed under one setting after another. OOM is a result."""
+
+    def __init__(self, workload: Workload, device_index: int = 0) -> None:
+        # Nothing touches CUDA before the first time(): a bench that only runs MPS children never needs it here.
+        self.workload = workload
+        self.device_index = device_index
+        self.step: Step | None = None
+        self._stream: Any | None = None
+        self._eager_reason: str | None = None
+
+    def time(self, stream: Any | None = None, windows: int = 10, window_ms: float = 50.0, profile: bool = False,
+             clock_reader: Any | None = None) -> Measurement:
+        """Time one step on `stream` (the timer's own side stream when None), building the step first if need be."""
+        import torch
+
+        torch.backends.cudnn.benchmark = True
+        torch.cuda.reset_peak_memory_stats(self.device_index)
+        measured: Measurement | None
+        try:
+            measured = self._time(stream, windows, window_ms, profile, clock_reader)
+        except Exception as exc:
+            if not _out_of_memory(exc):
+                raise
+            measured = None
+        # Past the handler the failed step's frames, and the activations they held, are gone: now memory can go back.
+        if measured is None:
+            # It may have struck anywhere, capture included: the next setting starts from a fresh build.
+            self.step = None
+        # cuBLAS keeps a workspace per stream, and a green context's stream dies with its setting.
+        torch._C._cuda_clearCublasWorkspaces()
+        torch.cuda.empty_cache()
+        return measured if measured is not None else Measurement(status="oom",
+                                                                 error="out of memory under this memory cap")
+
+    def _time(self, stream: Any | None, windows: int, window_ms: float, profile: bool,
+              clock_reader: Any | None) -> Measurement:
+        import torch
+
+        if self.step is None:
+            self.step = self._build(graph_safe=self._eager_reason is None)
+        stream = stream or self._stream
+        graph = None
+        try:
+            with torch.cuda.stream(stream):
+                _warm_up(self.step.run, stream)
+                run, mode = self.step.run, "eager"
+                if self._eager_reason is None:
+                    try:
+                        graph = _capture(self.step.run, stream)
+                        run, mode = graph.replay, "graph"
+                    except Exception as exc:  # noqa: BLE001 - capture fails for some models; eager timing holds
+                        if _out_of_memory(exc):
+                            raise
+                        first_line = (str(exc).splitlines() or [type(exc).__name__])[0]
+                        self._eager_reason = f"graph capture failed, timed eagerly: {first_line[:200]}"
+                        torch.cuda.synchronize(self.device_index)
+                        self.step = self._build(graph_safe=False)
+                        _warm_up(self.step.run, stream)
+                        run = self.step.run
+                per_step, clock = _time_windows(run, stream, windows, window_ms, clock_reader)
+                kernel_ms = _profile(self.step.run, stream) if profile else {}
+        finally:
+            if graph is not None:
+                graph.reset()
+        # Allocated, not reserved: the caching allocator's slack is not memory the target would need.
+        peak_gb = torch.cuda.max_memory_allocated(self.device_index) / 1e9
+        return Measurement(
+            status="done",
+            min_ms=min(per_step),
+            median_ms=statistics.median(per_step),
+            spread_ms=max(per_step) - min(per_step),
+            windows=len(per_step),
+            timing_mode=mode,  # type: ignore[arg-type]
+            observed_clock_mhz=clock,
+            peak_memory_gb=peak_gb,
+            kernel_ms=kernel_ms,
+            error=self._eager_reason if mode == "eager" else None,
+        )
+
+    def _build(self, graph_safe: bool) -> Step:
+        import torch
+
+        from worker.workloads import make_step
+
+        device = torch.device("cuda", self.device_index)
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(device)
+        # On the timer's own stream, not a setting's: the step outlives every setting and its stream.
+        with torch.cuda.stream(self._stream):
+            step = make_step(self.workload, device, graph_safe=graph_safe)
+        self._stream.synchronize()
+        return step
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """An OOM, or an error raised while unwinding from one (a capture ended by an OOM fails to end cleanly)."""
     import torch
 
-    from worker.workloads import make_step
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, torch.cuda.OutOfMemoryError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
-    started = time.perf_counter()
-    torch.backends.cudnn.benchmark = True
-    device = torch.device("cuda", device_index)
-    stream = stream or torch.cuda.Stream(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    notes: list[str] = []
+
+def _warm_up(run: Any, stream: Any) -> None:
+    for _ in range(WARMUP_STEPS):
+        run()
+    stream.synchronize()
+
+
+def _capture(run: Any, stream: Any) -> Any:
+    """A CUDA graph of one step, captured on `stream` and replayed once (a capture can succeed and its replay fail)."""
+    import torch
+
+    graph = torch.cuda.CUDAGraph()
     try:
-        with torch.cuda.stream(stream):
-            step = make_step(workload, device, graph_safe=use_graph)
-            for _ in range(WARMUP_STEPS):
-                step.run()
-            stream.synchronize()
-            run = step.run
-            mode = "eager"
-            if use_graph:
-                try:
-                    graph = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(graph, stream=stream):
-                        step.run()
-                    graph.replay()
-                    stream.synchronize()
-                    run, mode = graph.replay, "graph"
-                except Exception as exc:  # noqa: BLE001 - capture fails for some models; eager timing still holds
-                    notes.append(f"graph capture failed, timed eagerly: {str(exc).splitlines()[0][:200]}")
-                    torch.cuda.synchronize(device)
-                    step = make_step(workload, device, graph_safe=False)
-                    for _ in range(WARMUP_STEPS):
-                        step.run()
-                    run = step.run
-            per_step, clock = _time_windows(run, stream, windows, window_ms, clock_reader)
-            kernel_ms = _profile(step.run, stream) if profile else {}
-    except torch.cuda.OutOfMemoryError as exc:
-        del exc
-        torch.cuda.empty_cache()
-        return Measurement(status="oom", error="out of memory under this memory cap",
-                           wall_s=time.perf_counter() - started)
-    # Allocated, not reserved: the caching allocator's slack is not memory the target would need.
-    peak_gb = torch.cuda.max_memory_allocated(device) / 1e9
-    return Measurement(
-        status="done",
-        min_ms=min(per_step),
-        median_ms=statistics.median(per_step),
-        spread_ms=max(per_step) - min(per_step),
-        windows=len(per_step),
-        timing_mode=mode,  # type: ignore[arg-type]
-        observed_clock_mhz=clock,
-        peak_memory_gb=peak_gb,
-        kernel_ms=kernel_ms,
-        error="; ".join(notes) or None,
-        wall_s=time.perf_counter() - started,
-    )
+        with torch.cuda.graph(graph, stream=stream):
+            run()
+        graph.replay()
+        stream.synchronize()
+    except BaseException:
+        graph.reset()
+        raise
+    return graph
 
 
 def _time_windows(

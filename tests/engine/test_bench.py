@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from fakes import (
-    FakeMeasure,
     FakeMpsControl,
     FakeNvml,
+    FakeTimer,
     RestrictionRecorder,
     child_log,
     done_measurement,
@@ -34,9 +34,9 @@ LOCKED_MPS = LOCKED_GREEN.model_copy(update={"sm_count": 28, "sm_mechanism": "mp
 
 
 @pytest.fixture
-def fake_measure(monkeypatch: pytest.MonkeyPatch, nvml: FakeNvml) -> FakeMeasure:
-    fake = FakeMeasure(nvml=nvml)
-    monkeypatch.setattr("worker.timing.measure", fake)
+def fake_timer(monkeypatch: pytest.MonkeyPatch, nvml: FakeNvml) -> FakeTimer:
+    fake = FakeTimer(nvml=nvml)
+    monkeypatch.setattr("worker.timing.StepTimer", fake)
     return fake
 
 
@@ -48,11 +48,11 @@ def _bench(nvml: FakeNvml | None, **settings: object) -> Bench:
 
 
 def test_locked_setting_measures_under_the_lock_and_resets_it(nvml: FakeNvml, recorder: RestrictionRecorder,
-                                                              fake_measure: FakeMeasure) -> None:
+                                                              fake_timer: FakeTimer) -> None:
     with _bench(nvml) as bench:
         result = bench.measure(LOCKED_GREEN)
-    assert result == fake_measure.result
-    (call,) = fake_measure.calls
+    assert result.model_copy(update={"wall_s": None}) == fake_timer.result
+    (call,) = fake_timer.calls
     assert call["locked_mhz"] == 1770
     assert call["clock_read"] == 1770.0
     assert nvml.events == [("lock", 1770), ("reset",)]
@@ -60,19 +60,19 @@ def test_locked_setting_measures_under_the_lock_and_resets_it(nvml: FakeNvml, re
 
 
 def test_green_context_and_memory_cap_wrap_the_measurement(nvml: FakeNvml, recorder: RestrictionRecorder,
-                                                           fake_measure: FakeMeasure) -> None:
+                                                           fake_timer: FakeTimer) -> None:
     with _bench(nvml) as bench:
         bench.measure(LOCKED_GREEN)
-    assert fake_measure.calls[0]["stream"] == "green-context-stream-32"
+    assert fake_timer.calls[0]["stream"] == "green-context-stream-32"
     assert recorder.events == [("enter", "memory-cap", 12.0), ("enter", "green-context", 32),
                                ("exit", "green-context", 32), ("exit", "memory-cap", 12.0)]
 
 
 def test_bench_passes_the_timing_settings(nvml: FakeNvml, recorder: RestrictionRecorder,
-                                          fake_measure: FakeMeasure) -> None:
+                                          fake_timer: FakeTimer) -> None:
     with Bench(WORKLOAD, h200_host(), make_settings(timed_windows=7, window_ms=25.0), nvml=nvml) as bench:
         bench.measure(HostSetting(profile=True))
-    (call,) = fake_measure.calls
+    (call,) = fake_timer.calls
     assert (call["workload"], call["windows"], call["window_ms"], call["profile"]) == (WORKLOAD, 7, 25.0, True)
     assert call["stream"] is None
 
@@ -81,7 +81,7 @@ def test_bench_passes_the_timing_settings(nvml: FakeNvml, recorder: RestrictionR
 def test_lock_green_context_and_cap_are_released_when_the_measurement_raises(
     nvml: FakeNvml, recorder: RestrictionRecorder, monkeypatch: pytest.MonkeyPatch, error: BaseException
 ) -> None:
-    monkeypatch.setattr("worker.timing.measure", FakeMeasure(error=error, nvml=nvml))
+    monkeypatch.setattr("worker.timing.StepTimer", FakeTimer(error=error, nvml=nvml))
     with pytest.raises(type(error)):
         with _bench(nvml) as bench:
             bench.measure(LOCKED_GREEN)
@@ -93,8 +93,8 @@ def test_lock_green_context_and_cap_are_released_when_the_measurement_raises(
 def test_refused_clock_lock_is_a_failed_measurement_and_nothing_runs(recorder: RestrictionRecorder,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     nvml = FakeNvml(refuse_lock=True)
-    fake = FakeMeasure(nvml=nvml)
-    monkeypatch.setattr("worker.timing.measure", fake)
+    fake = FakeTimer(nvml=nvml)
+    monkeypatch.setattr("worker.timing.StepTimer", fake)
     with _bench(nvml) as bench:
         result = bench.measure(LOCKED_GREEN)
     assert result.status == "failed"
@@ -104,7 +104,7 @@ def test_refused_clock_lock_is_a_failed_measurement_and_nothing_runs(recorder: R
 
 
 def test_refused_green_context_is_a_failed_measurement_and_the_lock_is_reset(
-    nvml: FakeNvml, monkeypatch: pytest.MonkeyPatch, fake_measure: FakeMeasure
+    nvml: FakeNvml, monkeypatch: pytest.MonkeyPatch, fake_timer: FakeTimer
 ) -> None:
     refusing = RestrictionRecorder(refuse_green_context=True)
     monkeypatch.setattr("worker.restrict.green_context", refusing.green_context)
@@ -113,34 +113,53 @@ def test_refused_green_context_is_a_failed_measurement_and_the_lock_is_reset(
         result = bench.measure(LOCKED_GREEN)
     assert result.status == "failed"
     assert "could not create a green context of 32 SMs" in (result.error or "")
-    assert fake_measure.calls == []
+    assert fake_timer.calls == []
     assert nvml.events == [("lock", 1770), ("reset",)]
     assert refusing.balanced()
 
 
 def test_clock_lock_without_nvml_is_a_failed_measurement(recorder: RestrictionRecorder,
-                                                         fake_measure: FakeMeasure) -> None:
+                                                         fake_timer: FakeTimer) -> None:
     with _bench(None) as bench:
         result = bench.measure(LOCKED_GREEN)
     assert (result.status, result.error) == ("failed", "a clock lock needs NVML")
-    assert fake_measure.calls == []
+    assert fake_timer.calls == []
 
 
 def test_emulated_clock_never_touches_the_lock_but_reads_the_clock(nvml: FakeNvml, recorder: RestrictionRecorder,
-                                                                   fake_measure: FakeMeasure) -> None:
+                                                                   fake_timer: FakeTimer) -> None:
     with _bench(nvml) as bench:
         bench.measure(LOCKED_GREEN.model_copy(update={"clock_mode": "emulated", "clock_mhz": 1777.0}))
     assert nvml.called("nvmlDeviceSetGpuLockedClocks") == nvml.called("nvmlDeviceResetGpuLockedClocks") == 0
-    assert fake_measure.calls[0]["clock_read"] == 1755.0
+    assert fake_timer.calls[0]["clock_read"] == 1755.0
 
 
 def test_equal_settings_are_measured_once(nvml: FakeNvml, recorder: RestrictionRecorder,
-                                          fake_measure: FakeMeasure) -> None:
+                                          fake_timer: FakeTimer) -> None:
     with _bench(nvml) as bench:
         first = bench.measure(LOCKED_GREEN)
         second = bench.measure(LOCKED_GREEN.model_copy())
     assert first is second
-    assert len(fake_measure.calls) == 1
+    assert len(fake_timer.calls) == 1
+
+
+def test_each_measurement_records_what_its_setting_cost(nvml: FakeNvml, recorder: RestrictionRecorder,
+                                                        fake_timer: FakeTimer) -> None:
+    with _bench(nvml) as bench:
+        result = bench.measure(LOCKED_GREEN)
+    assert fake_timer.result.wall_s is None
+    assert result.wall_s is not None and result.wall_s > 0
+
+
+def test_in_process_settings_share_one_timer(nvml: FakeNvml, recorder: RestrictionRecorder,
+                                             fake_timer: FakeTimer) -> None:
+    with _bench(nvml) as bench:
+        bench.measure(LOCKED_GREEN)
+        bench.measure(LOCKED_GREEN.model_copy(update={"sm_count": 64}))
+        bench.measure(HostSetting(memory_cap_gb=24.0))
+    assert fake_timer.timers == [(WORKLOAD, 0)]
+    assert [call["stream"] for call in fake_timer.calls] == ["green-context-stream-32", "green-context-stream-64",
+                                                             None]
 
 
 # MPS (child process under our own daemon) -------------------------------------------------------------------------
@@ -167,6 +186,14 @@ def test_mps_setting_runs_a_child_under_the_percentage_and_quits_the_daemon(
     assert child["pipe"] == control.entries()[0]["pipe"]
     assert child["request"]["workload"] == WORKLOAD.canonical()
     assert child["request"]["memory_cap_gb"] == 12.0
+
+
+def test_mps_settings_make_no_timer_in_this_process(tmp_path: Path, nvml: FakeNvml, control: FakeMpsControl,
+                                                    fake_timer: FakeTimer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "executable", str(write_fake_python(tmp_path, "measure")))
+    with _bench(nvml, mps_control=str(control.path)) as bench:
+        bench.measure(LOCKED_MPS)
+    assert fake_timer.timers == []
 
 
 def test_mps_measurement_gets_the_clock_read_while_the_lock_is_held(

@@ -1,5 +1,5 @@
 """The engine: picks the estimator the machine can run, measures each distinct host setting once, and leaves the
-GPU as it found it. GPU paths use a fake NVML, recorded restrictions and a fake measure (no CUDA here)."""
+GPU as it found it. GPU paths use a fake NVML, recorded restrictions and a fake timer (no CUDA here)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from fakes import (
-    FakeMeasure,
     FakeMpsControl,
     FakeNvml,
+    FakeTimer,
     RestrictionRecorder,
     child_log,
     done_measurement,
@@ -42,9 +42,9 @@ def gpu_engine(nvml: FakeNvml, **settings: object) -> Engine:
 
 
 @pytest.fixture
-def fake_measure(monkeypatch: pytest.MonkeyPatch, nvml: FakeNvml) -> FakeMeasure:
-    fake = FakeMeasure(nvml=nvml)
-    monkeypatch.setattr("worker.timing.measure", fake)
+def fake_timer(monkeypatch: pytest.MonkeyPatch, nvml: FakeNvml) -> FakeTimer:
+    fake = FakeTimer(nvml=nvml)
+    monkeypatch.setattr("worker.timing.StepTimer", fake)
     return fake
 
 
@@ -127,7 +127,7 @@ def test_engine_allowed_to_lock_clears_a_lock_left_by_a_crashed_run() -> None:
 
 
 def test_engine_not_allowed_to_lock_never_touches_the_clocks(nvml: FakeNvml, recorder: RestrictionRecorder,
-                                                             fake_measure: FakeMeasure) -> None:
+                                                             fake_timer: FakeTimer) -> None:
     (result,) = gpu_engine(nvml).predict(WORKLOAD, [RTX_3060], "spec")
     assert result.status == Status.done
     assert result.host_setting is not None and result.host_setting.clock_mode == "emulated"
@@ -135,11 +135,11 @@ def test_engine_not_allowed_to_lock_never_touches_the_clocks(nvml: FakeNvml, rec
 
 
 def test_spec_with_clock_lock_locks_the_nearest_clock_and_resets_it(nvml: FakeNvml, recorder: RestrictionRecorder,
-                                                                    fake_measure: FakeMeasure) -> None:
+                                                                    fake_timer: FakeTimer) -> None:
     (result,) = gpu_engine(nvml, allow_clock_lock=True).predict(WORKLOAD, [RTX_3060], "spec")
     assert result.status == Status.done
     assert nvml.events == [("reset",), ("lock", 1770), ("reset",)]
-    assert fake_measure.calls[0]["locked_mhz"] == 1770
+    assert fake_timer.calls[0]["locked_mhz"] == 1770
     assert nvml.locked_mhz is None
     setting = result.host_setting
     assert setting is not None
@@ -151,7 +151,7 @@ def test_spec_with_clock_lock_locks_the_nearest_clock_and_resets_it(nvml: FakeNv
 @pytest.mark.parametrize("error", [RuntimeError("CUDA error: unspecified launch failure"), KeyboardInterrupt()])
 def test_no_lock_is_left_behind_when_measuring_raises(nvml: FakeNvml, recorder: RestrictionRecorder,
                                                       monkeypatch: pytest.MonkeyPatch, error: BaseException) -> None:
-    monkeypatch.setattr("worker.timing.measure", FakeMeasure(error=error, nvml=nvml))
+    monkeypatch.setattr("worker.timing.StepTimer", FakeTimer(error=error, nvml=nvml))
     engine = gpu_engine(nvml, allow_clock_lock=True)
     with pytest.raises(type(error)):
         engine.predict(WORKLOAD, [RTX_3060, catalog().get("t4")], "spec")
@@ -161,32 +161,32 @@ def test_no_lock_is_left_behind_when_measuring_raises(nvml: FakeNvml, recorder: 
 
 
 def test_each_target_gets_its_own_lock_and_every_lock_is_reset(nvml: FakeNvml, recorder: RestrictionRecorder,
-                                                               fake_measure: FakeMeasure) -> None:
+                                                               fake_timer: FakeTimer) -> None:
     gpu_engine(nvml, allow_clock_lock=True).predict(WORKLOAD, [RTX_3060, catalog().get("rtx-5090")], "spec")
     assert nvml.events == [("reset",), ("lock", 1770), ("reset",), ("lock", 1980), ("reset",)]
 
 
 def test_targets_with_the_same_setting_share_one_measurement(nvml: FakeNvml, recorder: RestrictionRecorder,
-                                                             fake_measure: FakeMeasure) -> None:
+                                                             fake_timer: FakeTimer) -> None:
     figures = {"sm_count": 30, "boost_clock_mhz": 1500, "memory_bandwidth_gbps": 400, "memory_size_gb": 8}
     twins = [InlineTarget(name=name, **figures).to_spec() for name in ("card A", "card B")]  # type: ignore[arg-type]
     results = gpu_engine(nvml).predict(WORKLOAD, twins, "spec")
-    assert len(fake_measure.calls) == 1
+    assert len(fake_timer.calls) == 1
     assert results[0].latency_ms == results[1].latency_ms
 
 
 def test_hostaware_measures_once_for_all_targets(nvml: FakeNvml, recorder: RestrictionRecorder,
-                                                 fake_measure: FakeMeasure) -> None:
+                                                 fake_timer: FakeTimer) -> None:
     targets = [catalog().get(n) for n in ("t4", "rtx-3060", "rtx-4090", "rtx-5090")]
     results = gpu_engine(nvml).predict(WORKLOAD, targets)
-    assert len(fake_measure.calls) == 1 and fake_measure.calls[0]["profile"] is True
+    assert len(fake_timer.calls) == 1 and fake_timer.calls[0]["profile"] is True
     assert {r.estimator for r in results} == {"hostaware"}
     assert all(r.status == Status.done and r.host_name == "NVIDIA H200" for r in results)
     assert all(r.host_fingerprint == "fake-h200" for r in results)
 
 
 def test_measured_result_records_its_measurement_and_timing_mode(nvml: FakeNvml, recorder: RestrictionRecorder,
-                                                                 fake_measure: FakeMeasure) -> None:
+                                                                 fake_timer: FakeTimer) -> None:
     (result,) = gpu_engine(nvml).predict(WORKLOAD, [RTX_3060], "spec")
     assert result.timing_mode == "graph"
     assert result.details["measurement"]["min_ms"] == 10.0
@@ -195,7 +195,7 @@ def test_measured_result_records_its_measurement_and_timing_mode(nvml: FakeNvml,
 def test_failed_measurement_is_a_failed_result_not_an_exception(nvml: FakeNvml, recorder: RestrictionRecorder,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     failed = Measurement(status="failed", error="cuDNN error: CUDNN_STATUS_EXECUTION_FAILED")
-    monkeypatch.setattr("worker.timing.measure", FakeMeasure(result=failed))
+    monkeypatch.setattr("worker.timing.StepTimer", FakeTimer(result=failed))
     (result,) = gpu_engine(nvml).predict(WORKLOAD, [RTX_3060], "spec")
     assert (result.status, result.error, result.latency_ms, result.samples_per_s) == (
         Status.failed, failed.error, None, None)
@@ -204,14 +204,14 @@ def test_failed_measurement_is_a_failed_result_not_an_exception(nvml: FakeNvml, 
 def test_workload_too_big_for_the_target_is_reported_as_oom(nvml: FakeNvml, recorder: RestrictionRecorder,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     # 30 GB peak on the host: 0.45 x 30 + 0.6 = 14.1 GB essential, over the 3060's 12 GB, under the 3090's 24.
-    monkeypatch.setattr("worker.timing.measure", FakeMeasure(result=done_measurement(peak_memory_gb=30.0)))
+    monkeypatch.setattr("worker.timing.StepTimer", FakeTimer(result=done_measurement(peak_memory_gb=30.0)))
     small, big = RTX_3060, catalog().get("rtx-3090")
     results = gpu_engine(nvml).predict(WORKLOAD, [small, big], "spec")
     assert [r.status for r in results] == [Status.oom, Status.done]
 
 
 def test_host_missing_from_the_catalog_fails_each_ratio_prediction(nvml: FakeNvml, recorder: RestrictionRecorder,
-                                                                   fake_measure: FakeMeasure) -> None:
+                                                                   fake_timer: FakeTimer) -> None:
     engine = Engine(make_settings(), nvml=nvml, host=h200_host(gpu_name="NVIDIA Voodoo 2"))
     (result,) = engine.predict(WORKLOAD, [RTX_3060], "flops")
     assert result.status == Status.failed and "not in the catalog" in (result.error or "")

@@ -1,5 +1,6 @@
 """On a real NVIDIA GPU (the H200 test host): a green context really takes SMs away, the timing path captures a
-CUDA graph, and the memory cap turns a workload too big for the target into OOM. Skipped without CUDA."""
+CUDA graph, one built step is captured again under each green context, and the memory cap turns a workload too big
+for the target into OOM. Skipped without CUDA."""
 
 from __future__ import annotations
 
@@ -64,3 +65,39 @@ def test_memory_cap_turns_a_workload_too_big_for_the_target_into_oom() -> None:
     block = torch.empty(4 * 1024**3, dtype=torch.uint8, device="cuda")
     del block
     torch.cuda.empty_cache()
+
+
+# Each order in a fresh process: cuDNN keeps its handles per process, and which context made them is the question.
+SWEEP = """
+import json, sys
+from understudy.workload import Workload
+from worker.restrict import green_context
+from worker.timing import StepTimer
+timer = StepTimer(Workload(model="resnet18", batch_size=32))
+results = []
+for sms in json.loads(sys.argv[1]):
+    if sms:
+        with green_context(sms) as stream:
+            m = timer.time(stream, windows=3, window_ms=20.0)
+    else:
+        m = timer.time(None, windows=3, window_ms=20.0)
+    results.append([m.status, m.timing_mode, m.min_ms, m.error])
+print(json.dumps(results))
+"""
+
+
+@pytest.mark.parametrize("order", [[32, 128, 0], [0, 32]], ids=["green-contexts-then-whole-gpu",
+                                                                  "whole-gpu-then-green-context"])
+def test_one_step_is_captured_again_under_each_setting(order: list[int]) -> None:
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    child = subprocess.run([sys.executable, "-c", SWEEP, json.dumps(order)], capture_output=True, text=True,
+                           timeout=300, cwd=Path(__file__).resolve().parents[2])
+    assert child.returncode == 0, child.stderr[-2000:]
+    results = json.loads(child.stdout.splitlines()[-1])
+    assert [r[:2] for r in results] == [["done", "graph"]] * len(order), results
+    times = dict(zip(order, (r[2] for r in results)))
+    assert times[32] > min(t for sms, t in times.items() if sms != 32)

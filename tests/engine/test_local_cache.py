@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeMeasure, FakeNvml, RestrictionRecorder, h200_host, make_settings
+from fakes import FakeNvml, FakeTimer, RestrictionRecorder, h200_host, make_settings
 
 from sqlalchemy import Engine as Database
 
@@ -70,8 +70,8 @@ def test_cached_result_equals_the_fresh_one(db: Database, cpu_engine: CountingEn
 
 def test_failed_prediction_is_tried_again(db: Database, monkeypatch: pytest.MonkeyPatch,
                                           recorder: RestrictionRecorder) -> None:
-    failing = FakeMeasure(result=Measurement(status="failed", error="CUDA error: device busy"))
-    monkeypatch.setattr("worker.timing.measure", failing)
+    failing = FakeTimer(result=Measurement(status="failed", error="CUDA error: device busy"))
+    monkeypatch.setattr("worker.timing.StepTimer", failing)
     engine = Engine(make_settings(), nvml=FakeNvml(), host=h200_host())
     predict_cached(engine, db, WORKLOAD, [catalog().get("t4")], "spec")
     ((result, cached),) = predict_cached(engine, db, WORKLOAD, [catalog().get("t4")], "spec")
@@ -81,7 +81,7 @@ def test_failed_prediction_is_tried_again(db: Database, monkeypatch: pytest.Monk
 
 def test_measured_prediction_is_not_served_to_another_host(db: Database, monkeypatch: pytest.MonkeyPatch,
                                                            recorder: RestrictionRecorder) -> None:
-    monkeypatch.setattr("worker.timing.measure", FakeMeasure())
+    monkeypatch.setattr("worker.timing.StepTimer", FakeTimer())
     first_host = Engine(make_settings(), nvml=FakeNvml(), host=h200_host())
     other_host = Engine(make_settings(), nvml=FakeNvml(), host=h200_host(fingerprint="another-h200"))
     predict_cached(first_host, db, WORKLOAD, [catalog().get("t4")], "spec")
