@@ -23,6 +23,7 @@ from typing import Any
 
 from understudy.errors import RestrictionError
 from understudy.results import Measurement
+from worker.mps_child import ENV_PARENT_PID
 
 
 @contextmanager
@@ -156,6 +157,7 @@ def run_mps_child(
         **daemon.env,
         "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": str(percentage),
         "CUDA_VISIBLE_DEVICES": str(gpu_index),
+        ENV_PARENT_PID: str(os.getpid()),
     }
     child = subprocess.Popen(
         [sys.executable, "-m", "worker.mps_child"],

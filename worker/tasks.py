@@ -7,10 +7,8 @@ Engine.predict call, which measures each distinct setting once.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
-import signal
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -33,10 +31,9 @@ from understudy.store.db import get_engine
 from understudy.store.models import Calibration, Prediction, utcnow
 from understudy.store.predictions import apply_result
 from understudy.workload import Workload
+from worker.lifetime import die_with_parent
 
 log = logging.getLogger(__name__)
-
-PR_SET_PDEATHSIG = 1
 
 
 def run_predictions(prediction_ids: Sequence[str]) -> dict[str, Any]:
@@ -205,11 +202,6 @@ def fail_job(db: DbEngine, job_id: str, reason: str) -> int:
 def _die_with_worker() -> None:
     """In a job process of `understudy worker`: die with the worker, so no orphan keeps using a GPU it gave up."""
     parent = os.environ.get(ENV_WORKER_PID)
-    if not parent or int(parent) == os.getpid() or not hasattr(os, "getppid"):
+    if not parent:
         return  # run in-process (SimpleWorker, a test, a direct call): nothing to tie
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux
-        return
-    if os.getppid() != int(parent):
-        os._exit(1)  # the worker died before the tie was made
+    die_with_parent(int(parent))

@@ -3,6 +3,7 @@ through fake CUDA calls, the MPS daemon through a fake control program, MPS chil
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -255,6 +256,14 @@ def test_mps_child_runs_under_the_share_and_returns_its_measurement(tmp_path: Pa
     assert entry["percentage"] == "22"
     assert entry["visible"] == "3"
     assert entry["pipe"] == str(tmp_path / "mps" / "pipe")
+
+
+def test_mps_child_is_told_to_die_with_the_process_that_started_it(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "executable", str(write_fake_python(tmp_path, "measure")))
+    restrict.run_mps_child(_daemon(tmp_path), 50, {"workload": {"model": "resnet18"}}, timeout_s=30)
+    (entry,) = child_log(tmp_path)
+    assert entry["parent"] == str(os.getpid())
 
 
 def test_mps_child_past_its_timeout_is_killed_with_its_process_group(tmp_path: Path,
