@@ -129,13 +129,17 @@ def evaluate(
     budget_s: Annotated[Optional[float], typer.Option(help="stop measuring new workloads after this long")] = None,
     measured_only: Annotated[bool, typer.Option(help="keep only workloads whose unrestricted host measurement is "
                                                      "in the log")] = False,
+    measure_only: Annotated[bool, typer.Option(help="only record host measurements into the log (on the GPU host); "
+                                                    "score them later with --replay")] = False,
+    shard: Annotated[Optional[str], typer.Option(help="K/N: evaluate every N-th sampled workload from the K-th "
+                                                     "(0-based), so N processes on N GPUs share one sample")] = None,
     gpu: Annotated[int, typer.Option(help="GPU index")] = 0,
 ) -> None:
     """Score estimators against measured latencies: markdown + JSON report and a log-log plot in OUT."""
     from understudy.evaluation.report import build_report, write_report
     from worker.engine import Engine
     from worker.evaluate import evaluate as run_evaluation
-    from worker.evaluate import measured_on_host, plan_sample, read_rows
+    from worker.evaluate import measured_on_host, plan_sample, read_rows, record, take_shard
     from worker.measurement_log import MeasurementLog
 
     names = [name.strip() for name in estimators.split(",") if name.strip()]
@@ -148,9 +152,20 @@ def evaluate(
         _fail(str(exc))
         return
     plans = plan_sample(read_rows(files, max_measured_ms), sample, seed)
+    if shard:
+        try:
+            plans = take_shard(plans, shard)
+        except ValueError as exc:
+            _fail(str(exc))
+            return
     if measured_only:
         plans = [plan for plan in plans if measured_on_host(measurement_log, engine.host, plan)]
     started = time.monotonic()
+    if measure_only:
+        with console.status("measuring...") as status:
+            count = record(engine, plans, names, budget_s, progress=lambda text: status.update(text))
+        console.print(f"{count} of {len(plans)} workloads are in {measurement_log.path}")
+        return
     with console.status("evaluating...") as status:
         rows = run_evaluation(engine, plans, names, budget_s, progress=lambda text: status.update(text))
     meta = {
@@ -162,6 +177,7 @@ def evaluate(
         "max_measured_ms": max_measured_ms,
         "replay": replay,
         "measured_only": measured_only,
+        "shard": shard,
         "host": engine.host.model_dump(mode="json"),
         "wall_s": round(time.monotonic() - started, 1),
     }

@@ -58,18 +58,32 @@ def plan_sample(rows: list[dict[str, str]], per_mode: int | None, seed: int) -> 
     plans: dict[str, Plan] = {}
     for row in rows:
         plans.setdefault(workload_key(row), Plan(workload_key(row))).rows.append(row)
-    rng = random.Random(seed)
     by_mode: dict[str, list[Plan]] = defaultdict(list)
     for key in sorted(plans):
         by_mode[plans[key].rows[0]["mode"]].append(plans[key])
     chosen: list[Plan] = []
     for mode in sorted(by_mode):
         group = by_mode[mode]
-        order = {plan.key: rng.random() for plan in group}
+        # Each mode draws from its own generator, so its sample is the same whether or not files of the other mode
+        # are given (a training run and a later run over every file pick the same training workloads).
+        mode_rng = random.Random(seed)
+        order = {plan.key: mode_rng.random() for plan in group}
         group.sort(key=lambda plan: (-len({r["target"] for r in plan.rows}), order[plan.key]))
         chosen.extend(group if per_mode is None else group[:per_mode])
-    rng.shuffle(chosen)
+    random.Random(seed).shuffle(chosen)
     return chosen
+
+
+def take_shard(plans: list[Plan], shard: str) -> list[Plan]:
+    """Shard "K/N" of a sample: every N-th plan from the K-th (0-based), so N processes on N GPUs split one
+    sample between them without overlap."""
+    try:
+        index, count = (int(part) for part in shard.split("/"))
+    except ValueError:
+        index, count = -1, 0
+    if not 0 <= index < count:
+        raise ValueError(f"shard {shard!r}: expected K/N with 0 <= K < N, e.g. 0/2")
+    return plans[index::count]
 
 
 def measured_on_host(log: MeasurementLog, host: HostInfo, plan: Plan) -> bool:
@@ -94,16 +108,58 @@ def evaluate(engine: Engine, plans: list[Plan], estimators: list[str], budget_s:
     return out
 
 
-def _evaluate_plan(engine: Engine, plan: Plan, estimators: list[str], over_budget: bool) -> list[EvalRow]:
-    predicted: dict[str, dict[str, float | None]] = defaultdict(dict)
-    outcome: dict[str, dict[str, str]] = defaultdict(dict)
-    notes: dict[str, str] = {}
-    targets: dict[str, TargetSpec] = {}
+def record(engine: Engine, plans: list[Plan], estimators: list[str], budget_s: float | None = None,
+           progress: Callable[[str], None] | None = None) -> int:
+    """Only measure, into the engine's log, what the estimators would need; estimate nothing. GPU time is what an
+    evaluation on the GPU host runs short of, and estimating (counting a model's ops) costs seconds per workload
+    that a replay anywhere else can spend instead. Returns how many workloads were measured or found in the log."""
+    started = time.monotonic()
+    ordered = sorted(estimators, key=lambda name: RUN_ORDER.get(name, 9))
+    done = 0
+    for index, plan in enumerate(plans):
+        if budget_s is not None and time.monotonic() - started > budget_s:
+            break
+        if progress:
+            progress(f"[{index + 1}/{len(plans)}] {plan.key}")
+        try:
+            workload = workload_from_row(plan.rows[0])
+        except (ValidationError, UnderstudyError):
+            continue
+        targets = list(_known_targets(plan).values())
+        # Counted only once something of it is in the log: a workload whose model failed to build, or whose
+        # estimators need no measurement, is not there for a replay to find.
+        logged = False
+        for name in ordered:
+            estimator = engine.estimator(name)
+            if estimator.needs_gpu:
+                try:
+                    engine.measure_plans(workload, [estimator.plan(workload, t, engine.host) for t in targets])
+                except Exception:  # noqa: BLE001 - a model that fails to build is listed when the log is scored
+                    continue
+                logged = True
+        if logged:
+            done += 1
+    return done
+
+
+def _known_targets(plan: Plan, notes: dict[str, str] | None = None) -> dict[str, TargetSpec]:
+    """The catalog's spec of each of the plan's targets, by the name its rows give; one the catalog lacks is left
+    out (and noted)."""
+    targets = {}
     for row in plan.rows:
         try:
             targets[row["target"]] = catalog().get(row["target"])
         except UnderstudyError as exc:
-            notes[row["target"]] = str(exc)
+            if notes is not None:
+                notes[row["target"]] = str(exc)
+    return targets
+
+
+def _evaluate_plan(engine: Engine, plan: Plan, estimators: list[str], over_budget: bool) -> list[EvalRow]:
+    predicted: dict[str, dict[str, float | None]] = defaultdict(dict)
+    outcome: dict[str, dict[str, str]] = defaultdict(dict)
+    notes: dict[str, str] = {}
+    targets = _known_targets(plan, notes)
     try:
         workload: Workload | None = workload_from_row(plan.rows[0])
     except (ValidationError, UnderstudyError) as exc:

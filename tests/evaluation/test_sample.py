@@ -1,0 +1,41 @@
+"""Choosing the evaluation's sample: shards split one sample between processes without overlap."""
+
+from __future__ import annotations
+
+import pytest
+
+from worker.evaluate import Plan, take_shard
+
+PLANS = [Plan(key=f"w{i}") for i in range(7)]
+
+
+def test_shards_together_cover_the_sample_once() -> None:
+    shards = [take_shard(PLANS, f"{k}/3") for k in range(3)]
+    keys = [plan.key for shard in shards for plan in shard]
+    assert sorted(keys) == sorted(plan.key for plan in PLANS)
+    assert [len(shard) for shard in shards] == [3, 2, 2]
+
+
+def test_one_shard_of_one_is_the_whole_sample() -> None:
+    assert take_shard(PLANS, "0/1") == PLANS
+
+
+@pytest.mark.parametrize("shard", ["2/2", "-1/2", "1", "a/b", "0/0"])
+def test_a_malformed_shard_is_refused_with_the_expected_form(shard: str) -> None:
+    with pytest.raises(ValueError, match="expected K/N"):
+        take_shard(PLANS, shard)
+
+
+def _rows(mode: str, count: int) -> list[dict[str, str]]:
+    return [{"model": f"{mode}{i}", "mode": mode, "target": "GeForce RTX 3090", "precision": "amp-fp16",
+             "batch_size": "8", "resolution": "224", "memory_format": "nchw", "optimizer": "none"}
+            for i in range(count)]
+
+
+def test_a_modes_sample_does_not_depend_on_the_other_modes_rows() -> None:
+    from worker.evaluate import plan_sample
+
+    train_only = {plan.key for plan in plan_sample(_rows("train", 30), 10, seed=0)}
+    with_infer = {plan.key for plan in plan_sample(_rows("infer", 40) + _rows("train", 30), 10, seed=0)
+                  if plan.rows[0]["mode"] == "train"}
+    assert train_only == with_infer
