@@ -7,7 +7,8 @@
 `analytic` needs no GPU. The objective is the mean |log(predicted / measured)| (scale-free, so large and small
 workloads count alike), minimised by Nelder-Mead from the shipped constants. Parameters are, in order: the roofline's
 tensor, simt, memory efficiencies and launch microseconds, then (hostaware) the host scaling's tensor, simt,
-bandwidth efficiency and bytes per SM cycle; `--fix 4=0.5` holds one at a value. Prints the constants to paste
+bandwidth efficiency and bytes per SM cycle, then the L2 reuse's fraction and usable share; `--fix 8=1` holds one
+at a value (the shipped hostaware holds the L2 reuse at 8=1 9=0.5). Prints the constants to paste
 into the estimator and the MAPE on every target/mode group.
 """
 
@@ -32,7 +33,7 @@ from worker.counting import WorkloadCounts, count_workload  # noqa: E402
 from worker.estimators.analytic import EFFICIENCY  # noqa: E402
 from worker.estimators.base import host_spec  # noqa: E402
 from worker.estimators.hostaware import CONSTANTS, HostAwareConstants, HostScaling, blend_factor  # noqa: E402
-from worker.estimators.roofline import Efficiency, roofline_ms  # noqa: E402
+from worker.estimators.roofline import Efficiency, L2Reuse, roofline_ms  # noqa: E402
 from worker.evaluate import read_rows  # noqa: E402
 from worker.measurement_log import MeasurementLog  # noqa: E402
 from understudy.results import HostSetting  # noqa: E402
@@ -85,7 +86,8 @@ def to_constants(kind: str, x: np.ndarray) -> HostAwareConstants | Efficiency:
     roofline = Efficiency(*[float(v) for v in x[:4]])
     if kind == "analytic":
         return roofline
-    return HostAwareConstants(scaling=HostScaling(*[float(v) for v in x[4:8]]), roofline=roofline)
+    return HostAwareConstants(scaling=HostScaling(*[float(v) for v in x[4:8]]), roofline=roofline,
+                              reuse=L2Reuse(*[float(v) for v in x[8:10]]))
 
 
 def predict(kind: str, constants, sample: dict) -> float:
@@ -101,9 +103,9 @@ def start(kind: str) -> np.ndarray:
     roofline = [EFFICIENCY.tensor, EFFICIENCY.simt, EFFICIENCY.memory, EFFICIENCY.launch_us]
     if kind == "analytic":
         return np.array(roofline)
-    s, r = CONSTANTS.scaling, CONSTANTS.roofline
+    s, r, l2 = CONSTANTS.scaling, CONSTANTS.roofline, CONSTANTS.reuse
     return np.array([r.tensor, r.simt, r.memory, r.launch_us, s.tensor, s.simt, s.bandwidth_efficiency,
-                     s.bytes_per_sm_cycle])
+                     s.bytes_per_sm_cycle, l2.fraction, l2.usable])
 
 
 def main() -> None:
@@ -116,6 +118,8 @@ def main() -> None:
     parser.add_argument("--max-measured-ms", type=float)
     parser.add_argument("--counts-cache", type=Path)
     parser.add_argument("--json", type=Path, help="also write the result here")
+    parser.add_argument("--objective", choices=["log", "ape"], default="log",
+                        help="minimise the mean |log(predicted/measured)| (default) or the mean APE itself")
     parser.add_argument("--fix", action="append", default=[], metavar="INDEX=VALUE",
                         help="hold parameter INDEX (position in the printed order) at VALUE")
     args = parser.parse_args()
@@ -136,8 +140,10 @@ def main() -> None:
 
     def objective(x: np.ndarray) -> float:
         constants = to_constants(args.estimator, full(x))
-        return float(np.mean([abs(math.log(predict(args.estimator, constants, s) / float(s["row"]["latency_ms"])))
-                              for s in chosen]))
+        ratios = [predict(args.estimator, constants, s) / float(s["row"]["latency_ms"]) for s in chosen]
+        if args.objective == "ape":
+            return float(np.mean([abs(r - 1) for r in ratios]))
+        return float(np.mean([abs(math.log(r)) for r in ratios]))
 
     result = minimize(objective, start(args.estimator), method="Nelder-Mead",
                       options={"maxiter": 4000, "xatol": 1e-4, "fatol": 1e-7})

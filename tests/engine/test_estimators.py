@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import pytest
 from fakes import done_measurement, h200_host
 
@@ -193,3 +195,31 @@ def test_ratio_estimator_on_a_host_missing_from_the_catalog_says_so() -> None:
     host = h200_host(gpu_name="NVIDIA Voodoo 2")
     with pytest.raises(UnderstudyError, match="'NVIDIA Voodoo 2' is not in the catalog"):
         get_estimator("flops").estimate(Workload(model="resnet18"), catalog().get("t4"), host, done_measurement())
+
+
+def _l2_card(l2_cache_mb: float) -> TargetSpec:
+    return TargetSpec(id=f"l2-{l2_cache_mb:g}", name=f"card with {l2_cache_mb:g} MB of L2", sm_count=80, boost_clock_mhz=1800,
+                      memory_size_gb=24, memory_bandwidth_gbps=1000, l2_cache_mb=l2_cache_mb)
+
+
+def test_l2_serves_the_whole_traffic_of_a_kernel_that_fits_in_its_usable_share() -> None:
+    from worker.estimators.roofline import L2Reuse, dram_bytes
+
+    # 72 MB of L2, half usable: 36 MB. A 10 MB kernel fits (no DRAM bytes); a 100 MB one has 36 % served from L2.
+    moved = dram_bytes(np.array([10e6, 100e6]), _l2_card(72), L2Reuse(fraction=1.0, usable=0.5))
+    assert moved.tolist() == pytest.approx([0.0, 64e6])
+
+
+def test_without_l2_reuse_every_byte_goes_to_dram() -> None:
+    from worker.estimators.roofline import dram_bytes
+
+    assert dram_bytes(np.array([5e6]), _l2_card(72), None).tolist() == [5e6]
+
+
+def test_hostaware_prices_memory_bound_work_lower_on_the_card_with_the_larger_l2() -> None:
+    from worker.estimators.hostaware import CONSTANTS, memory_time_ratio
+
+    counts = count_workload(Workload(model="resnet18", mode="infer", batch_size=8))
+    host = catalog().get("h200-sxm-141-gb")
+    small, large = (memory_time_ratio(counts, _l2_card(mb), host, CONSTANTS) for mb in (6, 72))
+    assert large < small
