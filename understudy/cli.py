@@ -131,6 +131,9 @@ def evaluate(
                                                      "in the log")] = False,
     measure_only: Annotated[bool, typer.Option(help="only record host measurements into the log (on the GPU host); "
                                                     "score them later with --replay")] = False,
+    workload_timeout_s: Annotated[Optional[float], typer.Option(
+        help="with --measure-only: measure in a child process and give up on a workload after this long, logging "
+             "it as failed")] = None,
     shard: Annotated[Optional[str], typer.Option(help="K/N: evaluate every N-th sampled workload from the K-th "
                                                      "(0-based), so N processes on N GPUs share one sample")] = None,
     gpu: Annotated[int, typer.Option(help="GPU index")] = 0,
@@ -163,7 +166,8 @@ def evaluate(
     started = time.monotonic()
     if measure_only:
         with console.status("measuring...") as status:
-            count = record(engine, plans, names, budget_s, progress=lambda text: status.update(text))
+            count = record(engine, plans, names, budget_s, progress=lambda text: status.update(text),
+                           timeout_s=workload_timeout_s)
         console.print(f"{count} of {len(plans)} workloads are in {measurement_log.path}")
         return
     with console.status("evaluating...") as status:

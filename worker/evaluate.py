@@ -20,8 +20,8 @@ from pydantic import ValidationError
 from understudy.catalog import TargetSpec, catalog
 from understudy.errors import UnderstudyError
 from understudy.evaluation.rows import EvalRow, model_family
-from understudy.workload import Workload, workload_from_row
 from understudy.results import HostInfo, HostSetting
+from understudy.workload import Workload, workload_from_row
 from worker.engine import Engine
 from worker.measurement_log import MeasurementLog
 
@@ -109,40 +109,68 @@ def evaluate(engine: Engine, plans: list[Plan], estimators: list[str], budget_s:
 
 
 def record(engine: Engine, plans: list[Plan], estimators: list[str], budget_s: float | None = None,
-           progress: Callable[[str], None] | None = None) -> int:
+           progress: Callable[[str], None] | None = None, timeout_s: float | None = None) -> int:
     """Only measure, into the engine's log, what the estimators would need; estimate nothing. GPU time is what an
     evaluation on the GPU host runs short of, and estimating (counting a model's ops) costs seconds per workload
-    that a replay anywhere else can spend instead. Returns how many workloads were measured or found in the log."""
+    that a replay anywhere else can spend instead. Returns how many workloads were measured or found in the log.
+
+    With `timeout_s` the measuring runs in a child process (worker.record_child), one workload at a time: a workload
+    past its limit is killed with the child and logged as failed, and the run goes on with a fresh child. (A model
+    whose cuDNN autotuning runs for minutes cannot be stopped from inside the process that runs it.)"""
+    from worker.record_child import RecordingChild
+
     started = time.monotonic()
     ordered = sorted(estimators, key=lambda name: RUN_ORDER.get(name, 9))
+    child = RecordingChild(engine, ordered) if timeout_s is not None else None
     done = 0
-    for index, plan in enumerate(plans):
-        if budget_s is not None and time.monotonic() - started > budget_s:
-            break
-        if progress:
-            progress(f"[{index + 1}/{len(plans)}] {plan.key}")
-        try:
-            workload = workload_from_row(plan.rows[0])
-        except (ValidationError, UnderstudyError):
-            continue
-        targets = list(_known_targets(plan).values())
-        # Counted only once something of it is in the log: a workload whose model failed to build, or whose
-        # estimators need no measurement, is not there for a replay to find.
-        logged = False
-        for name in ordered:
-            estimator = engine.estimator(name)
-            if estimator.needs_gpu:
-                try:
-                    engine.measure_plans(workload, [estimator.plan(workload, t, engine.host) for t in targets])
-                except Exception:  # noqa: BLE001 - a model that fails to build is listed when the log is scored
-                    continue
-                logged = True
-        if logged:
-            done += 1
+    try:
+        for index, plan in enumerate(plans):
+            if budget_s is not None and time.monotonic() - started > budget_s:
+                break
+            if progress:
+                progress(f"[{index + 1}/{len(plans)}] {plan.key}")
+            if child is None:
+                logged = record_plan(engine, plan, ordered)
+            else:
+                assert timeout_s is not None
+                logged = child.record(plan, timeout_s)
+            if logged:
+                done += 1
+    finally:
+        if child is not None:
+            child.close()
     return done
 
 
-def _known_targets(plan: Plan, notes: dict[str, str] | None = None) -> dict[str, TargetSpec]:
+def record_plan(engine: Engine, plan: Plan, estimators: list[str]) -> bool:
+    """Measure into the engine's log what `estimators` need for one workload. True once something of it is in the
+    log: a workload whose model failed to build, or whose estimators need no measurement, is not there for a replay
+    to find."""
+    try:
+        workload = workload_from_row(plan.rows[0])
+    except (ValidationError, UnderstudyError):
+        return False
+    targets = list(known_targets(plan).values())
+    logged = False
+    for name in estimators:
+        estimator = engine.estimator(name)
+        if estimator.needs_gpu:
+            try:
+                engine.measure_plans(workload, gpu_settings(engine, workload, targets, [name]))
+            except Exception:  # noqa: BLE001 - a model that fails to build is listed when the log is scored
+                continue
+            logged = True
+    return logged
+
+
+def gpu_settings(engine: Engine, workload: Workload, targets: list[TargetSpec],
+                 estimators: list[str]) -> list[HostSetting | None]:
+    """The host settings the GPU estimators among `estimators` plan for the workload on these targets."""
+    return [engine.estimator(name).plan(workload, target, engine.host) for name in estimators
+            if engine.estimator(name).needs_gpu for target in targets]
+
+
+def known_targets(plan: Plan, notes: dict[str, str] | None = None) -> dict[str, TargetSpec]:
     """The catalog's spec of each of the plan's targets, by the name its rows give; one the catalog lacks is left
     out (and noted)."""
     targets = {}
@@ -159,7 +187,7 @@ def _evaluate_plan(engine: Engine, plan: Plan, estimators: list[str], over_budge
     predicted: dict[str, dict[str, float | None]] = defaultdict(dict)
     outcome: dict[str, dict[str, str]] = defaultdict(dict)
     notes: dict[str, str] = {}
-    targets = _known_targets(plan, notes)
+    targets = known_targets(plan, notes)
     try:
         workload: Workload | None = workload_from_row(plan.rows[0])
     except (ValidationError, UnderstudyError) as exc:

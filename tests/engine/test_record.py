@@ -1,21 +1,29 @@
 """Recording an evaluation's host measurements without estimating (`understudy evaluate --measure-only`): what the
 estimators would need goes into the measurement log, once, within the time budget. A fake NVML, recorded
-restrictions and a fake timer stand in for the GPU; the plans come from a CSV in the ground truth's format."""
+restrictions and a fake timer stand in for the GPU; the plans come from a CSV in the ground truth's format.
+
+With a time limit per workload the measuring runs in a child process: a workload past its limit, or one that takes
+the child down, is logged as failed and the run goes on with a fresh child. A fake child program stands in for
+`python -m worker.record_child` there; the child's own loop runs in-process on the fakes."""
 
 from __future__ import annotations
 
 import csv
+import io
+import json
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from fakes import FakeNvml, FakeTimer, RestrictionRecorder, h200_host, make_settings
+from fakes import PYTHON, FakeNvml, FakeTimer, RestrictionRecorder, h200_host, make_settings
 
 from understudy.results import HostSetting
 from understudy.workload import workload_from_row
 from worker.engine import Engine
 from worker.evaluate import Plan, plan_sample, read_rows, record
 from worker.measurement_log import MeasurementLog
+from worker.record_child import serve
 
 COLUMNS = ("target", "model", "mode", "precision", "batch_size", "resolution", "memory_format", "optimizer",
            "latency_ms")
@@ -119,3 +127,86 @@ def test_a_target_missing_from_the_catalog_leaves_the_workloads_other_targets_me
     count = record(engine_on(tmp_path / "log.jsonl", nvml), plans, ["spec"])
     assert count == 1
     assert len(fake_timer.calls) == 1
+
+
+# In a child, with a time limit per workload -----------------------------------------------------------------------
+
+HANGS, CRASHES = "resnet34", "resnet26"
+
+# Plays the child: logs each start and answers every workload, but hangs on HANGS and dies on CRASHES.
+FAKE_CHILD = """#!{python}
+import json, sys, time
+with open({starts!r}, "a") as f:
+    f.write(sys.argv[-1] + "\\n")
+for line in sys.stdin:
+    model = json.loads(line)["rows"][0]["model"]
+    if model == {hangs!r}:
+        time.sleep(60)
+    if model == {crashes!r}:
+        sys.exit(3)
+    print("library chatter", flush=True)
+    print(json.dumps({{"logged": True}}), flush=True)
+"""
+
+
+@pytest.fixture
+def starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The fake child in sys.executable's place; returns the file where it logs its starts."""
+    path, starts = tmp_path / "fake-python", tmp_path / "starts.log"
+    path.write_text(FAKE_CHILD.format(python=PYTHON, starts=str(starts), hangs=HANGS, crashes=CRASHES))
+    path.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(path))
+    return starts
+
+
+def logged_error(log_path: Path, model: str) -> str | None:
+    measured = MeasurementLog(log_path).get(h200_host(), workload_from_row(row(model)), HostSetting(profile=True))
+    return measured.error if measured is not None else None
+
+
+def test_a_workload_past_its_limit_is_logged_as_failed_and_the_next_gets_a_fresh_child(
+    tmp_path: Path, nvml: FakeNvml, starts: Path
+) -> None:
+    log_path = tmp_path / "log.jsonl"
+    plans = plans_of(tmp_path, [row(HANGS), row("resnet18")])
+    plans.sort(key=lambda plan: plan.rows[0]["model"] != HANGS)
+
+    count = record(engine_on(log_path, nvml), plans, ["hostaware"], timeout_s=1.0)
+
+    assert count == 1
+    assert logged_error(log_path, HANGS) == "measuring exceeded its 1 s limit"
+    assert len(starts.read_text().splitlines()) == 2
+
+
+def test_a_workload_that_takes_the_child_down_is_logged_with_its_exit_status(
+    tmp_path: Path, nvml: FakeNvml, starts: Path
+) -> None:
+    log_path = tmp_path / "log.jsonl"
+    count = record(engine_on(log_path, nvml), plans_of(tmp_path, [row(CRASHES)]), ["hostaware"],
+                   timeout_s=30.0)
+    assert count == 0
+    assert logged_error(log_path, CRASHES) == "the recording process died measuring it (exit status 3)"
+
+
+def test_workloads_within_their_limit_share_one_child(tmp_path: Path, nvml: FakeNvml, starts: Path) -> None:
+    count = record(engine_on(tmp_path / "log.jsonl", nvml), plans_of(tmp_path, ROWS), ["hostaware"], timeout_s=30.0)
+    assert count == 2
+    (config,) = starts.read_text().splitlines()
+    assert json.loads(config)["estimators"] == ["hostaware"]
+
+
+def test_the_child_answers_each_workload_with_whether_it_was_logged(
+    tmp_path: Path, nvml: FakeNvml, recorder: RestrictionRecorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeTimer(nvml=nvml)
+    monkeypatch.setattr("worker.timing.StepTimer", fake)
+    plans = plans_of(tmp_path, [row("resnet18"), row("not_a_timm_model")])
+    requests = io.StringIO("".join(json.dumps({"key": p.key, "rows": p.rows}) + "\n" for p in plans))
+    replies = io.StringIO()
+
+    serve(engine_on(tmp_path / "log.jsonl", nvml), ["hostaware"], requests, replies)
+
+    answers = {plan.rows[0]["model"]: json.loads(line)["logged"]
+               for plan, line in zip(plans, replies.getvalue().splitlines(), strict=True)}
+    assert answers == {"resnet18": True, "not_a_timm_model": False}
+    assert len(fake.calls) == 1
