@@ -39,7 +39,10 @@ class HostSetting(BaseModel):
 
     @property
     def key(self) -> tuple[Any, ...]:
-        return (self.sm_count, self.sm_mechanism, self.clock_mhz, self.clock_mode, self.memory_cap_gb, self.profile)
+        """What makes two settings one measurement. An emulated clock is applied to the time afterwards, so targets
+        that differ only in it share the run."""
+        clock = None if self.clock_mode == "emulated" else self.clock_mhz
+        return (self.sm_count, self.sm_mechanism, clock, self.clock_mode, self.memory_cap_gb, self.profile)
 
     def describe(self) -> str:
         """'28 SMs (green-context), 1777 MHz (emulated), memory capped at 12 GB'; 'all SMs' when SMs were left alone."""

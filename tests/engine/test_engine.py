@@ -175,6 +175,26 @@ def test_targets_with_the_same_setting_share_one_measurement(nvml: FakeNvml, rec
     assert results[0].latency_ms == results[1].latency_ms
 
 
+def test_targets_differing_only_in_an_emulated_clock_share_one_measurement(
+    nvml: FakeNvml, recorder: RestrictionRecorder, fake_timer: FakeTimer
+) -> None:
+    figures = {"sm_count": 30, "memory_bandwidth_gbps": 400, "memory_size_gb": 8}
+    slow, fast = (InlineTarget(name=f"{mhz} MHz card", boost_clock_mhz=mhz, **figures).to_spec()  # type: ignore[arg-type]
+                  for mhz in (1000, 2000))
+    results = gpu_engine(nvml).predict(WORKLOAD, [slow, fast], "spec")
+    assert len(fake_timer.calls) == 1
+    assert results[0].latency_ms == pytest.approx(2 * results[1].latency_ms)
+
+
+def test_locked_clocks_are_measured_apart(nvml: FakeNvml, recorder: RestrictionRecorder,
+                                          fake_timer: FakeTimer) -> None:
+    figures = {"sm_count": 30, "memory_bandwidth_gbps": 400, "memory_size_gb": 8}
+    cards = [InlineTarget(name=f"{mhz} MHz card", boost_clock_mhz=mhz, **figures).to_spec()  # type: ignore[arg-type]
+             for mhz in (1005, 1500)]
+    gpu_engine(nvml, allow_clock_lock=True).predict(WORKLOAD, cards, "spec")
+    assert len(fake_timer.calls) == 2
+
+
 def test_hostaware_measures_once_for_all_targets(nvml: FakeNvml, recorder: RestrictionRecorder,
                                                  fake_timer: FakeTimer) -> None:
     targets = [catalog().get(n) for n in ("t4", "rtx-3060", "rtx-4090", "rtx-5090")]
