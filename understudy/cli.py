@@ -146,6 +146,10 @@ def evaluate(
     from worker.measurement_log import MeasurementLog
 
     names = [name.strip() for name in estimators.split(",") if name.strip()]
+    if workload_timeout_s is not None and not measure_only:
+        _fail("--workload-timeout-s limits the measuring of --measure-only; add --measure-only (and score the log "
+              "later with --replay)")
+        return
     measurement_log = MeasurementLog(log or out / "measurements.jsonl")
     try:
         engine = Engine(get_settings(), gpu_index=gpu, log=measurement_log, replay_only=replay)

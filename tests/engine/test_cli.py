@@ -151,3 +151,11 @@ def test_installed_command_runs() -> None:
     done = subprocess.run([str(command), "targets", "--json"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert any(t["id"] == "t4" for t in json.loads(done.stdout))
+
+
+def test_evaluate_refuses_a_workload_time_limit_without_measure_only(tmp_path: Path, no_gpu: None) -> None:
+    groundtruth = tmp_path / "rows.csv"
+    groundtruth.write_text("target,model,mode,precision,batch_size,resolution,memory_format,optimizer,latency_ms\n")
+    result = invoke("evaluate", str(groundtruth), "--out", str(tmp_path / "out"), "--workload-timeout-s", "60")
+    assert result.exit_code == 2
+    assert "add --measure-only" in words(result.output)
