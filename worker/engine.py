@@ -7,7 +7,7 @@ base estimator predicts the workload and each calibration point, and a correctio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from understudy.calibration import CalibrationSet, fit_scale
@@ -25,6 +25,17 @@ from worker.probe import load_nvml, probe_host
 from worker.restrict import reset_clocks
 
 Progress = Callable[[str], None]
+
+
+def distinct_settings(plans: Iterable[HostSetting | None]) -> list[tuple[HostSetting, list[HostSetting]]]:
+    """The distinct settings among `plans`, each with the plans it serves; one is profiled if any of its plans
+    asks for a profile (a profiled measurement serves an unprofiled plan too)."""
+    groups: dict[tuple[Any, ...], list[HostSetting]] = {}
+    for plan in plans:
+        if plan is not None:
+            groups.setdefault(plan.model_copy(update={"profile": False}).key, []).append(plan)
+    return [(members[0].model_copy(update={"profile": any(m.profile for m in members)}), members)
+            for members in groups.values()]
 
 
 class Engine:
@@ -216,14 +227,9 @@ class Engine:
     def measure_plans(self, workload: Workload, plans: list[HostSetting | None],
                       progress: Progress | None = None) -> dict[tuple[Any, ...], Measurement]:
         """One measurement per distinct setting (profiled if any plan of that setting asks for a profile)."""
-        groups: dict[tuple[Any, ...], list[HostSetting]] = {}
-        for plan in plans:
-            if plan is not None:
-                groups.setdefault(plan.model_copy(update={"profile": False}).key, []).append(plan)
         measurements: dict[tuple[Any, ...], Measurement] = {}
         todo: list[tuple[HostSetting, list[HostSetting]]] = []
-        for members in groups.values():
-            setting = members[0].model_copy(update={"profile": any(m.profile for m in members)})
+        for setting, members in distinct_settings(plans):
             logged = self.log.get(self.host, workload, setting) if self.log else None
             if logged is None and self.replay_only:
                 logged = Measurement(status="failed", error=f"not in the measurement log: {setting.describe()}")

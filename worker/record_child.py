@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from understudy.results import HostSetting, Measurement
-from worker.engine import Engine
+from understudy.results import Measurement
+from worker.engine import Engine, distinct_settings
 from worker.evaluate import Plan, gpu_settings, known_targets, record_plan
 from worker.measurement_log import MeasurementLog
 
@@ -147,11 +147,8 @@ class RecordingChild:
         failed = Measurement(status="failed", error=reason)
         # Read again: the child has written to the log since this process loaded it.
         log = MeasurementLog(self.log_path)
-        distinct: dict[tuple[Any, ...], HostSetting] = {}
-        for setting in gpu_settings(self.engine, workload, list(known_targets(plan).values()), self.estimators):
-            if setting is not None:
-                distinct.setdefault(setting.model_copy(update={"profile": False}).key, setting)
-        for setting in distinct.values():
+        plans = gpu_settings(self.engine, workload, list(known_targets(plan).values()), self.estimators)
+        for setting, _ in distinct_settings(plans):
             if log.get(self.engine.host, workload, setting) is None:
                 log.put(self.engine.host, workload, setting, failed)
 
