@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -39,7 +38,7 @@ from understudy.settings import Settings
 from understudy.store.db import get_engine
 from understudy.store.models import Host
 from worker.probe import host_class
-from worker.restrict import ENV_MPS_DIR, MpsDaemon, reset_clocks
+from worker.restrict import ENV_MPS_DIR, quit_mps_daemons, reset_clocks
 
 log = logging.getLogger("understudy.worker")
 
@@ -245,16 +244,8 @@ def release_leftovers(settings: Settings, gpu_index: int, has_gpu: bool) -> list
                 released.append("core clock lock reset")
             except Exception as exc:  # noqa: BLE001 - pynvml's NVMLError: say so, start anyway (jobs reset again)
                 log.warning("could not reset GPU %d's clock lock: %s", gpu_index, exc)
-    folder = mps_dir(settings, gpu_index)
-    for root in sorted(folder.glob("understudy-mps-*")) if folder.is_dir() else []:
-        daemon = MpsDaemon(settings.mps_control, root=str(root))
-        daemon.running = True  # it may be: `quit` is harmless when it is not
-        try:
-            daemon.stop()
-            released.append(f"MPS daemon quit ({root})")
-        except (OSError, subprocess.SubprocessError) as exc:
-            log.warning("could not quit the MPS daemon in %s: %s", root, exc)
-        shutil.rmtree(root, ignore_errors=True)
+    folders = quit_mps_daemons(mps_dir(settings, gpu_index), settings.mps_control)
+    released.extend(f"MPS daemon quit ({root})" for root in folders)
     return released
 
 

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -24,6 +25,8 @@ from typing import Any
 from understudy.errors import RestrictionError
 from understudy.results import Measurement
 from worker.mps_child import ENV_PARENT_PID
+
+log = logging.getLogger(__name__)
 
 
 @contextmanager
@@ -143,6 +146,23 @@ class MpsDaemon:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def quit_mps_daemons(folder: Path, control: str = "nvidia-cuda-mps-control") -> list[Path]:
+    """Quit every daemon of ours whose folder lies in `folder` (one a killed process left running), and remove its
+    folder. Returns the folders of the daemons asked to quit; one that cannot be asked is still removed. Its MPS
+    children died with the process that started them (worker.mps_child), so nothing keeps it from quitting."""
+    quit = []
+    for root in sorted(folder.glob("understudy-mps-*")) if folder.is_dir() else []:
+        daemon = MpsDaemon(control, root=str(root))
+        daemon.running = True  # it may be: `quit` is harmless when it is not
+        try:
+            daemon.stop()
+            quit.append(root)
+        except (OSError, subprocess.SubprocessError) as exc:
+            log.warning("could not quit the MPS daemon in %s: %s", root, exc)
+        shutil.rmtree(root, ignore_errors=True)
+    return quit
 
 
 def run_mps_child(

@@ -194,36 +194,10 @@ def one_process(target: str, env: dict[str, str], folder: Path, timeout_s: float
 
 
 def release_mps(folder: Path) -> None:
-    """What a process that died mid-measurement left: its MPS child (in a session of its own) and its daemon."""
-    from worker.restrict import MpsDaemon
+    """What a process that died mid-measurement left: its MPS daemon (its MPS child died with it)."""
+    from worker.restrict import quit_mps_daemons
 
-    for pid in processes_using(folder):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    for root in sorted(folder.glob("understudy-mps-*")) if folder.is_dir() else []:
-        daemon = MpsDaemon(os.environ.get("UNDERSTUDY_MPS_CONTROL", "nvidia-cuda-mps-control"), root=str(root))
-        daemon.running = True
-        daemon.stop()
-
-
-def processes_using(folder: Path) -> list[int]:
-    """Python processes (MPS clients) whose CUDA_MPS_PIPE_DIRECTORY lies in `folder`."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            environ = (proc / "environ").read_bytes().split(b"\0")
-            cmdline = (proc / "cmdline").read_bytes()
-        except OSError:
-            continue
-        pipes = [entry.split(b"=", 1)[1].decode() for entry in environ
-                 if entry.startswith(b"CUDA_MPS_PIPE_DIRECTORY=")]
-        if b"worker.mps_child" in cmdline and pipes and Path(pipes[0]).is_relative_to(folder):
-            found.append(int(proc.name))
-    return found
+    quit_mps_daemons(folder, os.environ.get("UNDERSTUDY_MPS_CONTROL", "nvidia-cuda-mps-control"))
 
 
 # The report --------------------------------------------------------------------------------------------------------
