@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from redis import Redis
 from sqlalchemy import Engine, create_engine, make_url, text
 from sqlalchemy.exc import OperationalError
@@ -147,6 +148,16 @@ class LiveService:
             text_ = path.read_text(errors="replace").splitlines()[-lines:]
             out.append(f"--- {path.name}\n" + "\n".join(text_))
         return "\n".join(out)
+
+
+@pytest.fixture
+def live(service: LiveService) -> Iterator[LiveService]:
+    """The package's service (each package that imports this fixture defines its own `service`) with empty tables
+    and queues and a worker process running; pause_workers() holds the worker until the test ends."""
+    service.ensure_worker()
+    service.clean()
+    yield service
+    service.resume_workers()
 
 
 def stop(process: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 from live_service import LiveService, live_service
+from live_service import live  # noqa: F401 - the shared fixture, for this package's tests
 
 
 @pytest.fixture(scope="package")
@@ -13,12 +14,3 @@ def service() -> Iterator[LiveService]:
     with live_service("client") as running:
         running.start_worker()
         yield running
-
-
-@pytest.fixture
-def live(service: LiveService) -> Iterator[LiveService]:
-    """Empty tables and queues, a worker running (pause_workers() holds it)."""
-    service.ensure_worker()
-    service.clean()
-    yield service
-    service.resume_workers()

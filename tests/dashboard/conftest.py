@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from live_service import LiveService, live_service
+from live_service import live  # noqa: F401 - the shared fixture, for this package's tests
 
 CHROMIUM = Path("/usr/bin/chromium")
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -39,15 +40,6 @@ def chromium() -> Iterator[Any]:
 def service(chromium: Any) -> Iterator[LiveService]:
     with live_service("dashboard") as running:
         yield running
-
-
-@pytest.fixture
-def live(service: LiveService) -> Iterator[LiveService]:
-    """The service with empty tables and queues and a worker process running (pause_workers() holds it)."""
-    service.ensure_worker()
-    service.clean()
-    yield service
-    service.resume_workers()
 
 
 @pytest.fixture
