@@ -7,6 +7,7 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
+from live_service import migrate
 from service.conftest import (api_key, app, auth, clean, client, ensure_database, redis,  # noqa: F401
                               service_env, settings)
 from service.helpers import SCHEMA, TEST_DATABASE_URL
@@ -19,20 +20,13 @@ from .helpers import start_postgres_and_redis, stop
 def db(service_env: dict[str, str]) -> Iterator[Engine]:
     """tests/service's schema of our own, brought up by the migrations, with every connection checked before use:
     these tests restart PostgreSQL, which ends every connection a pool holds."""
-    from alembic import command
-    from alembic.config import Config
-
-    from understudy.service_cli import ALEMBIC_INI
     from understudy.store.db import get_engine
 
     ensure_database(TEST_DATABASE_URL)
     admin = create_engine(TEST_DATABASE_URL, pool_pre_ping=True)
     with admin.begin() as connection:
         connection.execute(text(f'CREATE SCHEMA "{SCHEMA}"'))
-    config = Config(str(ALEMBIC_INI))
-    config.set_main_option("sqlalchemy.url", service_env["DATABASE_URL"].replace("%", "%%"))
-    config.attributes["configure_logger"] = False
-    command.upgrade(config, "head")
+    migrate(service_env["DATABASE_URL"])
     engine = get_engine(service_env["DATABASE_URL"])
     yield engine
     engine.dispose()

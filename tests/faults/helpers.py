@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import live_service
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -62,12 +63,7 @@ def start_worker(*args: str, env: dict[str, str] | None = None, paths: tuple[Pat
 
 def stop(process: subprocess.Popen, timeout_s: float = 20) -> str:
     """Stop a process we started (SIGTERM, then SIGKILL) and return what it printed."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    live_service.stop(process, timeout_s)
     output, _ = process.communicate(timeout=10)
     return output or ""
 

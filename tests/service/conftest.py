@@ -16,7 +16,7 @@ import pytest
 from redis import Redis
 from sqlalchemy import Engine, create_engine, text
 
-from live_service import ensure_database, schema_url
+from live_service import ensure_database, migrate, schema_url
 
 from .helpers import SCHEMA, SERVICE_ENV, TABLES, TEST_DATABASE_URL, TEST_REDIS_URL
 
@@ -42,20 +42,13 @@ def service_env() -> Iterator[dict[str, str]]:
 @pytest.fixture(scope="package")
 def db(service_env: dict[str, str]) -> Iterator[Engine]:
     """A schema of our own in the test database, brought up by the migrations, dropped at the end."""
-    from alembic import command
-    from alembic.config import Config
-
-    from understudy.service_cli import ALEMBIC_INI
     from understudy.store.db import get_engine
 
     ensure_database(TEST_DATABASE_URL)
     admin = create_engine(TEST_DATABASE_URL)
     with admin.begin() as connection:
         connection.execute(text(f'CREATE SCHEMA "{SCHEMA}"'))
-    config = Config(str(ALEMBIC_INI))
-    config.set_main_option("sqlalchemy.url", service_env["DATABASE_URL"].replace("%", "%%"))
-    config.attributes["configure_logger"] = False
-    command.upgrade(config, "head")
+    migrate(service_env["DATABASE_URL"])
     engine = get_engine(service_env["DATABASE_URL"])
     yield engine
     engine.dispose()
