@@ -314,8 +314,46 @@ class Backoff:
             delay = min(self.max_s, delay * self.factor)
 
 
-def _next_sleep(delays: Iterator[float], deadline: float, hint: float | None = None) -> float:
-    return max(0.0, min(max(next(delays), hint or 0.0), deadline - time.monotonic()))
+class _Poll:
+    """One wait for final results, shared by both clients: its deadline, its growing delays and the server's
+    Retry-After hint after a transient error. What is polled stays with the caller; the predictions' bookkeeping
+    (which are pending, the request as last seen) is here because both clients keep it the same way."""
+
+    def __init__(self, backoff: Backoff, deadline: float, timeout: float) -> None:
+        self.deadline = deadline
+        self.timeout = timeout
+        self._delays = backoff.delays()
+        self._hint: float | None = None
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+    def next_sleep_s(self) -> float:
+        """How long to sleep before the next poll: the next delay, or longer if the server asked, never past the
+        deadline."""
+        hint, self._hint = self._hint, None
+        return max(0.0, min(max(next(self._delays), hint or 0.0), self.deadline - time.monotonic()))
+
+    def transient(self, error: BaseException) -> None:
+        """A poll failed in a way worth retrying: wait at least as long as the server asked before the next."""
+        self._hint = getattr(error, "retry_after_s", None)
+
+    def pending_predictions(self, request: PredictionRequest, current: dict[str, Prediction]) -> list[str]:
+        """The ids of the predictions not final yet; raises WaitTimeout once the deadline has passed with any."""
+        pending = [pid for pid, prediction in current.items() if not prediction.final]
+        if pending and self.expired():
+            raise WaitTimeout(f"{len(pending)} of {len(current)} prediction(s) not final after {self.timeout:g} s "
+                              f"(pending: {', '.join(pending)})", _as_seen(request, current))
+        return pending
+
+    def check_population(self, population: Population) -> None:
+        if not population.final and self.expired():
+            raise WaitTimeout(f"population {population.id} is still {population.status} after {self.timeout:g} s",
+                              population)
+
+
+def _as_seen(request: PredictionRequest, current: dict[str, Prediction]) -> PredictionRequest:
+    return request.model_copy(update={"data": [current[prediction.id] for prediction in request.data]})
 
 
 # --- request bodies ---------------------------------------------------------------------------------------------
@@ -456,25 +494,17 @@ class Client(_Base):
         return self._wait_predictions(request, time.monotonic() + timeout, timeout)
 
     def _wait_predictions(self, request: PredictionRequest, deadline: float, timeout: float) -> PredictionRequest:
+        poll = _Poll(self.backoff, deadline, timeout)
         current = {prediction.id: prediction for prediction in request.data}
-        delays = self.backoff.delays()
-        hint: float | None = None
-        while True:
-            pending = [pid for pid, prediction in current.items() if not prediction.final]
-            if not pending:
-                return request.model_copy(update={"data": [current[p.id] for p in request.data]})
-            if time.monotonic() >= deadline:
-                last = request.model_copy(update={"data": [current[p.id] for p in request.data]})
-                raise WaitTimeout(f"{len(pending)} of {len(current)} prediction(s) not final after {timeout:g} s "
-                                  f"(pending: {', '.join(pending)})", last)
-            time.sleep(_next_sleep(delays, deadline, hint))
-            hint = None
+        while pending := poll.pending_predictions(request, current):
+            time.sleep(poll.next_sleep_s())
             for pid in pending:
                 try:
                     current[pid] = self.prediction(pid, _deadline=deadline)
                 except _TRANSIENT as exc:
-                    hint = getattr(exc, "retry_after_s", None)
+                    poll.transient(exc)
                     break
+        return _as_seen(request, current)
 
     def prediction(self, prediction_id: str, *, _deadline: float | None = None) -> Prediction:
         return Prediction.model_validate(self._request("GET", f"/v1/predictions/{prediction_id}",
@@ -513,18 +543,15 @@ class Client(_Base):
         created = Population.model_validate(self._request("POST", "/v1/populations", json=body, deadline=deadline))
         if not wait or created.final:
             return created
-        delays = self.backoff.delays()
+        poll = _Poll(self.backoff, deadline, timeout)
         current = created
-        hint: float | None = None
         while not current.final:
-            if time.monotonic() >= deadline:
-                raise WaitTimeout(f"population {created.id} is still {current.status} after {timeout:g} s", current)
-            time.sleep(_next_sleep(delays, deadline, hint))
-            hint = None
+            poll.check_population(current)
+            time.sleep(poll.next_sleep_s())
             try:
                 current = self.get_population(created.id, _deadline=deadline)
             except _TRANSIENT as exc:
-                hint = getattr(exc, "retry_after_s", None)
+                poll.transient(exc)
         return current
 
     def get_population(self, population_id: str, *, _deadline: float | None = None) -> Population:
@@ -579,28 +606,20 @@ class AsyncClient(_Base):
 
     async def _wait_predictions(self, request: PredictionRequest, deadline: float,
                                 timeout: float) -> PredictionRequest:
+        poll = _Poll(self.backoff, deadline, timeout)
         current = {prediction.id: prediction for prediction in request.data}
-        delays = self.backoff.delays()
-        hint: float | None = None
-        while True:
-            pending = [pid for pid, prediction in current.items() if not prediction.final]
-            if not pending:
-                return request.model_copy(update={"data": [current[p.id] for p in request.data]})
-            if time.monotonic() >= deadline:
-                last = request.model_copy(update={"data": [current[p.id] for p in request.data]})
-                raise WaitTimeout(f"{len(pending)} of {len(current)} prediction(s) not final after {timeout:g} s "
-                                  f"(pending: {', '.join(pending)})", last)
-            await asyncio.sleep(_next_sleep(delays, deadline, hint))
-            hint = None
+        while pending := poll.pending_predictions(request, current):
+            await asyncio.sleep(poll.next_sleep_s())
             answers = await asyncio.gather(*(self.prediction(pid, _deadline=deadline) for pid in pending),
                                            return_exceptions=True)
             for pid, answer in zip(pending, answers, strict=True):
                 if isinstance(answer, Prediction):
                     current[pid] = answer
                 elif isinstance(answer, _TRANSIENT):
-                    hint = getattr(answer, "retry_after_s", None)
+                    poll.transient(answer)
                 elif isinstance(answer, BaseException):
                     raise answer
+        return _as_seen(request, current)
 
     async def prediction(self, prediction_id: str, *, _deadline: float | None = None) -> Prediction:
         return Prediction.model_validate(await self._request("GET", f"/v1/predictions/{prediction_id}",
@@ -634,18 +653,15 @@ class AsyncClient(_Base):
                                                                 deadline=deadline))
         if not wait or created.final:
             return created
-        delays = self.backoff.delays()
+        poll = _Poll(self.backoff, deadline, timeout)
         current = created
-        hint: float | None = None
         while not current.final:
-            if time.monotonic() >= deadline:
-                raise WaitTimeout(f"population {created.id} is still {current.status} after {timeout:g} s", current)
-            await asyncio.sleep(_next_sleep(delays, deadline, hint))
-            hint = None
+            poll.check_population(current)
+            await asyncio.sleep(poll.next_sleep_s())
             try:
                 current = await self.get_population(created.id, _deadline=deadline)
             except _TRANSIENT as exc:
-                hint = getattr(exc, "retry_after_s", None)
+                poll.transient(exc)
         return current
 
     async def get_population(self, population_id: str, *, _deadline: float | None = None) -> Population:

@@ -60,6 +60,7 @@ class RecordingChild:
         self.estimators = estimators
         self._process: subprocess.Popen[str] | None = None
         self._buffer = ""
+        self._ended = False
 
     def record(self, plan: Plan, timeout_s: float) -> bool:
         """Whether the child logged something of the workload within `timeout_s`. A workload past its limit, or
@@ -67,15 +68,16 @@ class RecordingChild:
         process = self._process or self._start()
         assert process.stdin is not None
         reply = None
+        self._ended = False
         try:
             process.stdin.write(json.dumps({"key": plan.key, "rows": plan.rows}) + "\n")
             process.stdin.flush()
             reply = self._reply(time.monotonic() + timeout_s)
         except BrokenPipeError:
-            pass
+            self._ended = True
         if reply is not None:
             return bool(reply.get("logged"))
-        died = process.poll()
+        died = self._exit_status(process)
         self._stop()
         if died is None:
             self._log_failure(plan, f"measuring exceeded its {timeout_s:.0f} s limit")
@@ -120,8 +122,19 @@ class RecordingChild:
                     return None
                 chunk = os.read(stream.fileno(), 65536).decode(errors="replace")
                 if not chunk:
+                    self._ended = True
                     return None
                 self._buffer += chunk
+
+    def _exit_status(self, process: subprocess.Popen[str]) -> int | None:
+        """The child's exit status if it is exiting, None if it is still at work. A child whose pipes have closed
+        may not have been reaped yet: wait for it rather than mistake it for one that ran out of time."""
+        if not self._ended:
+            return process.poll()
+        try:
+            return process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            return None
 
     def _stop(self) -> None:
         """Kill the child with everything it started, whatever it is doing; the next workload starts a new one."""

@@ -9,6 +9,7 @@ Writes sweep.json and sweep.md to --out and prints a short table last. Needs an 
 
     source scripts/device_setup.sh && python3 benchmarks/sweep/run.py --out $OUT
     python3 benchmarks/sweep/run.py --targets rtx-3060-12-gb,rtx-4090 --timed-windows 3 --window-ms 20   # smoke test
+    python3 benchmarks/sweep/run.py --resume benchmarks/sweep/results/sweep.json --out $OUT   # (b)'s skipped targets
 """
 
 from __future__ import annotations
@@ -50,21 +51,28 @@ def main() -> int:
         env["UNDERSTUDY_WINDOW_MS"] = str(args.window_ms)
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    report: dict[str, Any] = {
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "workload": WORKLOAD,
-        "estimator": ESTIMATOR,
-        "targets": targets,
-        "timed_windows": env.get("UNDERSTUDY_TIMED_WINDOWS", "default (10)"),
-        "window_ms": env.get("UNDERSTUDY_WINDOW_MS", "default (50)"),
-    }
-    print(f"(a) in-process sweep of {len(targets)} targets ...", file=sys.stderr, flush=True)
-    report["in_process"] = run_in_process(targets, env, args.process_timeout_s * 4)
-    write(report, args.out)
+    command = " ".join([Path(sys.executable).name, *sys.argv])
+    if args.resume is not None:
+        report = json.loads(args.resume.read_text())
+        report["command"] = f"{report['command']}; then {command}"
+        targets = report["targets"]
+    else:
+        report = {
+            "command": command,
+            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "workload": WORKLOAD,
+            "estimator": ESTIMATOR,
+            "targets": targets,
+            "timed_windows": env.get("UNDERSTUDY_TIMED_WINDOWS", "default (10)"),
+            "window_ms": env.get("UNDERSTUDY_WINDOW_MS", "default (50)"),
+        }
+        print(f"(a) in-process sweep of {len(targets)} targets ...", file=sys.stderr, flush=True)
+        report["in_process"] = run_in_process(targets, env, args.process_timeout_s * 4)
+        write(report, args.out)
     with tempfile.TemporaryDirectory(prefix="understudy-sweep-") as scratch:
         report["processes"] = run_processes(targets, env, Path(scratch), args, started, report)
-    report["wall_s"] = round(time.monotonic() - started, 1)
+    # Across a resumed run's calls: what each call ran.
+    report["wall_s"] = round(report.get("wall_s", 0.0) + time.monotonic() - started, 1)
     summarise(report)
     write(report, args.out)
     print_table(report)
@@ -82,6 +90,9 @@ def parse_args() -> argparse.Namespace:
                         help="limit of one fresh process of (b); (a) gets four times as long")
     parser.add_argument("--budget-s", type=float, default=330.0,
                         help="start no more processes of (b) once the run is this old; the rest are reported skipped")
+    parser.add_argument("--resume", type=Path,
+                        help="a sweep.json whose (b) the budget cut short: keep its (a) and every process it ran, "
+                             "run (b) for the targets it skipped")
     parser.add_argument("--in-process-child", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args()
 
@@ -143,9 +154,13 @@ def run_in_process(targets: list[str], env: dict[str, str], timeout_s: float) ->
 
 def run_processes(targets: list[str], env: dict[str, str], scratch: Path, args: argparse.Namespace,
                   started: float, report: dict[str, Any]) -> dict[str, Any]:
+    earlier = report.get("processes", {}).get("targets", {})
     rows: dict[str, dict[str, Any]] = {}
     report["processes"] = {"targets": rows}
     for index, target in enumerate(targets):
+        if earlier.get(target, {}).get("status", "skipped") != "skipped":
+            rows[target] = earlier[target]
+            continue
         if time.monotonic() - started > args.budget_s:
             rows[target] = {"status": "skipped", "error": f"the run was past its {args.budget_s:.0f} s budget"}
             continue
