@@ -80,6 +80,24 @@ def migrate(url: str) -> None:
     command.upgrade(config, "head")
 
 
+@contextmanager
+def migrated_schema(schema: str) -> Iterator[str]:
+    """A schema of our own in the test database, brought up by the migrations and dropped on exit; yields a URL
+    whose connections use it. The admin connection is checked before use: fault tests restart PostgreSQL."""
+    ensure_database(TEST_DATABASE_URL)
+    admin = create_engine(TEST_DATABASE_URL, pool_pre_ping=True)
+    with admin.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        url = schema_url(TEST_DATABASE_URL, schema)
+        migrate(url)
+        yield url
+    finally:
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        admin.dispose()
+
+
 def wait_for(condition: Any, timeout_s: float, what: str, interval_s: float = 0.05) -> Any:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -173,14 +191,13 @@ def stop(process: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
 @contextmanager
 def live_service(tag: str, **extra_env: str) -> Iterator[LiveService]:
     """The API on a free port over a fresh schema and Redis database; torn down on exit."""
+    with migrated_schema(f"live_{tag}_{os.getpid()}_{uuid.uuid4().hex[:6]}") as url:
+        yield from _serve(tag, url, extra_env)
+
+
+def _serve(tag: str, url: str, extra_env: dict[str, str]) -> Iterator[LiveService]:
     from app.security import create_api_key
 
-    schema = f"live_{tag}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    url = schema_url(TEST_DATABASE_URL, schema)
-    ensure_database(TEST_DATABASE_URL)
-    admin = create_engine(TEST_DATABASE_URL)
-    with admin.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
     redis = Redis.from_url(LIVE_REDIS_URL)
     redis.flushdb()
     db = create_engine(url)
@@ -188,7 +205,6 @@ def live_service(tag: str, **extra_env: str) -> Iterator[LiveService]:
     process = None
     service = None
     try:
-        migrate(url)
         with Session(db) as session:
             _, token = create_api_key(session=session, name=f"live-{tag}")
         port = free_port()
@@ -227,8 +243,5 @@ def live_service(tag: str, **extra_env: str) -> Iterator[LiveService]:
         if process is not None:
             stop(process)
         db.dispose()
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-        admin.dispose()
         redis.flushdb()
         redis.close()

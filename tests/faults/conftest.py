@@ -7,33 +7,25 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
-from live_service import migrate
-from service.conftest import (api_key, app, auth, clean, client, ensure_database, redis,  # noqa: F401
-                              service_env, settings)
-from service.helpers import SCHEMA, TEST_DATABASE_URL
-from sqlalchemy import Engine, create_engine, text
+from live_service import migrated_schema
+from service.conftest import api_key, app, auth, clean, client, redis, service_env, settings  # noqa: F401
+from service.helpers import SCHEMA
+from sqlalchemy import Engine
 
 from .helpers import start_postgres_and_redis, stop
 
 
 @pytest.fixture(scope="package")
 def db(service_env: dict[str, str]) -> Iterator[Engine]:
-    """tests/service's schema of our own, brought up by the migrations, with every connection checked before use:
-    these tests restart PostgreSQL, which ends every connection a pool holds."""
+    """tests/service's schema of our own, brought up by the migrations; PostgreSQL is started again before the
+    schema is dropped, since these tests stop it."""
     from understudy.store.db import get_engine
 
-    ensure_database(TEST_DATABASE_URL)
-    admin = create_engine(TEST_DATABASE_URL, pool_pre_ping=True)
-    with admin.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{SCHEMA}"'))
-    migrate(service_env["DATABASE_URL"])
-    engine = get_engine(service_env["DATABASE_URL"])
-    yield engine
-    engine.dispose()
-    start_postgres_and_redis()
-    with admin.begin() as connection:
-        connection.execute(text(f'DROP SCHEMA "{SCHEMA}" CASCADE'))
-    admin.dispose()
+    with migrated_schema(SCHEMA) as url:
+        engine = get_engine(url)
+        yield engine
+        engine.dispose()
+        start_postgres_and_redis()
 
 
 @pytest.fixture(autouse=True)

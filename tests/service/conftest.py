@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 from redis import Redis
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, text
 
-from live_service import ensure_database, migrate, schema_url
+from live_service import migrated_schema, schema_url
 
 from .helpers import SCHEMA, SERVICE_ENV, TABLES, TEST_DATABASE_URL, TEST_REDIS_URL
 
@@ -44,17 +44,10 @@ def db(service_env: dict[str, str]) -> Iterator[Engine]:
     """A schema of our own in the test database, brought up by the migrations, dropped at the end."""
     from understudy.store.db import get_engine
 
-    ensure_database(TEST_DATABASE_URL)
-    admin = create_engine(TEST_DATABASE_URL)
-    with admin.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{SCHEMA}"'))
-    migrate(service_env["DATABASE_URL"])
-    engine = get_engine(service_env["DATABASE_URL"])
-    yield engine
-    engine.dispose()
-    with admin.begin() as connection:
-        connection.execute(text(f'DROP SCHEMA "{SCHEMA}" CASCADE'))
-    admin.dispose()
+    with migrated_schema(SCHEMA) as url:
+        engine = get_engine(url)
+        yield engine
+        engine.dispose()
 
 
 @pytest.fixture(scope="package")
