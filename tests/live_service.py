@@ -196,6 +196,7 @@ def live_service(tag: str, **extra_env: str) -> Iterator[LiveService]:
 
 
 def _serve(tag: str, url: str, extra_env: dict[str, str]) -> Iterator[LiveService]:
+    """live_service's API over a schema already migrated, with its Redis database, its key and its process."""
     from app.security import create_api_key
 
     redis = Redis.from_url(LIVE_REDIS_URL)
