@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
@@ -118,6 +120,37 @@ class _CountingMode(TorchDispatchMode):
         return out
 
 
+class _FusedAttention(TorchFunctionMode):
+    """Counts scaled_dot_product_attention as the one fused kernel a GPU runs for it.
+
+    On the meta device SDPA takes its math path: two batched matmuls around a softmax, writing and reading the
+    L x S attention matrix several times. A GPU runs flash or memory-efficient attention instead, which never writes
+    that matrix; counting the math path made attention-heavy models (ViTs at 384 px and up) look two to three times
+    more memory-bound than they are. The memory-efficient op has meta kernels and an autograd formula, so forward
+    and backward are traced as the fused op and its fused backward. Calls it cannot stand for (an attention mask, a
+    grouped-query layout, not 4-D) keep the math path.
+    """
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        if func is F.scaled_dot_product_attention:
+            fused = _fused_attention(*args, **kwargs)
+            if fused is not None:
+                return fused
+        return func(*args, **kwargs)
+
+
+def _fused_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                     attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0, is_causal: bool = False,
+                     scale: float | None = None, enable_gqa: bool = False) -> torch.Tensor | None:
+    if attn_mask is not None or enable_gqa or not query.dim() == key.dim() == value.dim() == 4:
+        return None
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
+    output, *_ = aten._scaled_dot_product_efficient_attention(query, key, value, None, grad, dropout_p, is_causal,
+                                                              scale=scale)
+    return output
+
+
 def _depthwise_flops(func: Any, args: tuple[Any, ...], out: Any) -> float:
     """2 x output elements x kernel taps per output (torch's conv formula ignores groups in backward)."""
     if func is aten.convolution_backward.default:
@@ -140,7 +173,7 @@ def count_workload(workload: Workload) -> WorkloadCounts:
         update["precision"] = "bf16" if workload.precision == "amp-bf16" else "fp16"
     step = make_step(workload.model_copy(update=update), "meta")
     mode = _CountingMode(precision.compute_dtype)
-    with mode:
+    with _FusedAttention(), mode:
         step.run()
     ops = mode.ops + _optimizer_ops(workload, precision.compute_dtype)
     param_bytes = float(sum(p.numel() * p.element_size() for p in step.model.parameters()))

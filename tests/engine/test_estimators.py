@@ -133,6 +133,26 @@ def test_elementwise_work_is_priced_by_bytes_only() -> None:
     assert memory and all(flops == 0.0 and moved > 0 for _, flops, moved in memory)
 
 
+# vit_tiny: 12 blocks, each with four linear layers (qkv, proj, fc1, fc2) and its attention; plus the patch
+# embedding and the head. A GPU runs the attention as one fused kernel; its math path would be two matmuls more.
+VIT_TINY = dict(model="vit_tiny_patch16_224", batch_size=1, precision="amp-fp16")
+
+
+def test_attention_counts_as_one_fused_kernel_per_block() -> None:
+    kinds = count_workload(Workload(mode="infer", **VIT_TINY)).kinds
+    assert kinds["tensor"].ops == 12 * (4 + 1) + 2
+    assert kinds["tensor"].flops == pytest.approx(2 * 1.26e9, rel=0.02)  # timm: 1.26 GMACs per image
+
+
+def test_fused_attention_backward_counts_as_one_kernel_per_block() -> None:
+    kinds = count_workload(Workload(mode="train", optimizer="sgd", **VIT_TINY)).kinds
+    forward = 12 * (4 + 1) + 2
+    # Each linear layer's two gradients and the attention's one fused backward; the head's two; the patch
+    # embedding's weight gradient only (its input needs none).
+    backward = 12 * (4 * 2 + 1) + 2 + 1
+    assert kinds["tensor"].ops == forward + backward
+
+
 def test_counts_survive_a_json_round_trip() -> None:
     from worker.counting import WorkloadCounts
 
