@@ -127,8 +127,8 @@ class _FusedAttention(TorchFunctionMode):
     L x S attention matrix several times. A GPU runs flash or memory-efficient attention instead, which never writes
     that matrix; counting the math path made attention-heavy models (ViTs at 384 px and up) look two to three times
     more memory-bound than they are. The memory-efficient op has meta kernels and an autograd formula, so forward
-    and backward are traced as the fused op and its fused backward. Calls it cannot stand for (an attention mask, a
-    grouped-query layout, not 4-D) keep the math path.
+    and backward are traced as the fused op and its fused backward; an attention mask (a relative-position bias)
+    is its additive bias, as on a GPU. Calls it cannot stand for (grouped-query heads, not 4-D) keep the math path.
     """
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
@@ -143,10 +143,16 @@ class _FusedAttention(TorchFunctionMode):
 def _fused_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                      attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0, is_causal: bool = False,
                      scale: float | None = None, enable_gqa: bool = False) -> torch.Tensor | None:
-    if attn_mask is not None or enable_gqa or not query.dim() == key.dim() == value.dim() == 4:
+    if enable_gqa or not query.dim() == key.dim() == value.dim() == 4:
         return None
+    bias = attn_mask
+    if bias is not None and not bias.is_floating_point():
+        # As SDPA does on a GPU: a boolean mask becomes an additive bias (one elementwise kernel) first.
+        bias = torch.zeros_like(bias, dtype=query.dtype).masked_fill(bias.logical_not(), float("-inf"))
+    if bias is not None and bias.dtype != query.dtype:
+        bias = bias.to(query.dtype)
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
-    output, *_ = aten._scaled_dot_product_efficient_attention(query, key, value, None, grad, dropout_p, is_causal,
+    output, *_ = aten._scaled_dot_product_efficient_attention(query, key, value, bias, grad, dropout_p, is_causal,
                                                               scale=scale)
     return output
 

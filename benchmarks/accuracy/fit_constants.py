@@ -8,7 +8,7 @@
 workloads count alike), minimised by Nelder-Mead from the shipped constants. Parameters are, in order: the roofline's
 tensor, simt, memory efficiencies and launch microseconds, then (hostaware) the host scaling's tensor, simt,
 bandwidth efficiency and bytes per SM cycle, then the L2 reuse's fraction and usable share; `--fix 8=1` holds one
-at a value (the shipped hostaware holds the L2 reuse at 8=1 9=0.5). Prints the constants to paste
+at a value (the shipped hostaware holds 6=1.012 7=144.1 8=1 9=0.5). Prints the constants to paste
 into the estimator and the MAPE on every target/mode group.
 """
 

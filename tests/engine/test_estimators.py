@@ -153,6 +153,26 @@ def test_fused_attention_backward_counts_as_one_kernel_per_block() -> None:
     assert kinds["tensor"].ops == forward + backward
 
 
+def test_attention_with_a_bias_or_a_boolean_mask_counts_as_one_fused_kernel() -> None:
+    import torch
+    import torch.nn.functional as F
+
+    from worker.counting import _CountingMode, _FusedAttention
+
+    query = torch.empty(2, 4, 64, 32, device="meta", dtype=torch.float16)
+    bias = torch.empty(4, 64, 64, device="meta", dtype=torch.float16)  # a relative-position bias
+    mask = torch.empty(64, 64, device="meta", dtype=torch.bool)
+    # The boolean mask reaches the kernel as a half-precision bias of its own shape.
+    for attn_mask, bias_bytes in ((bias, bias.nbytes), (mask, 64 * 64 * 2)):
+        mode = _CountingMode(torch.float16)
+        with _FusedAttention(), mode:
+            F.scaled_dot_product_attention(query, query, query, attn_mask=attn_mask)
+        (attention,) = [moved for kind, _, moved in mode.ops if kind == "tensor"]
+        # Query, key, value, bias and output (and the kernel's 16 bytes of RNG state): the 2 x 4 x 64 x 64
+        # attention matrix is never written.
+        assert attention == 4 * query.nbytes + bias_bytes + 16
+
+
 def test_counts_survive_a_json_round_trip() -> None:
     from worker.counting import WorkloadCounts
 

@@ -19,7 +19,7 @@ from worker.estimators.roofline import Efficiency, roofline_ms
 # Chosen by benchmarks/accuracy/fit_constants.py on all RTX 3090 inference rows (no GPU needed), with the launch
 # cost held at 5 us: left free it grows to 80 us, which fits batch-1024 rows no better and makes small batches
 # absurdly slow. Depthwise convolutions reach only a few percent of FP32 peak: they are memory-bound.
-EFFICIENCY = Efficiency(tensor=0.8408, simt=0.0473, memory=0.7353, launch_us=5.0)
+EFFICIENCY = Efficiency(tensor=0.8683, simt=0.0500, memory=0.6896, launch_us=5.0)
 
 
 @lru_cache(maxsize=256)
