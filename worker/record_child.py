@@ -60,24 +60,22 @@ class RecordingChild:
         self.estimators = estimators
         self._process: subprocess.Popen[str] | None = None
         self._buffer = ""
-        self._ended = False
 
     def record(self, plan: Plan, timeout_s: float) -> bool:
         """Whether the child logged something of the workload within `timeout_s`. A workload past its limit, or
         one that took the child down, is logged as failed (under the GPU settings it would have been measured at)."""
         process = self._process or self._start()
         assert process.stdin is not None
-        reply = None
-        self._ended = False
+        reply, ended = None, False
         try:
             process.stdin.write(json.dumps({"key": plan.key, "rows": plan.rows}) + "\n")
             process.stdin.flush()
             reply = self._reply(time.monotonic() + timeout_s)
-        except BrokenPipeError:
-            self._ended = True
+        except (BrokenPipeError, EOFError):
+            ended = True
         if reply is not None:
             return bool(reply.get("logged"))
-        died = self._exit_status(process)
+        died = _exit_status(process, ended)
         self._stop()
         if died is None:
             self._log_failure(plan, f"measuring exceeded its {timeout_s:.0f} s limit")
@@ -106,8 +104,8 @@ class RecordingChild:
         return self._process
 
     def _reply(self, deadline: float) -> dict[str, Any] | None:
-        """The child's next reply line; None past the deadline or when the child has died. Other lines a library
-        prints are skipped."""
+        """The child's next reply line; None past the deadline. EOFError once the child has closed its output (it is
+        exiting). Other lines a library prints are skipped."""
         assert self._process is not None and self._process.stdout is not None
         stream = self._process.stdout
         with selectors.DefaultSelector() as selector:
@@ -122,19 +120,8 @@ class RecordingChild:
                     return None
                 chunk = os.read(stream.fileno(), 65536).decode(errors="replace")
                 if not chunk:
-                    self._ended = True
-                    return None
+                    raise EOFError("the recording process closed its output")
                 self._buffer += chunk
-
-    def _exit_status(self, process: subprocess.Popen[str]) -> int | None:
-        """The child's exit status if it is exiting, None if it is still at work. A child whose pipes have closed
-        may not have been reaped yet: wait for it rather than mistake it for one that ran out of time."""
-        if not self._ended:
-            return process.poll()
-        try:
-            return process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            return None
 
     def _stop(self) -> None:
         """Kill the child with everything it started, whatever it is doing; the next workload starts a new one."""
@@ -164,6 +151,18 @@ class RecordingChild:
         for setting, _ in distinct_settings(plans):
             if log.get(self.engine.host, workload, setting) is None:
                 log.put(self.engine.host, workload, setting, failed)
+
+
+def _exit_status(process: subprocess.Popen[str], ended: bool) -> int | None:
+    """The child's exit status if it has `ended` (closed its pipes) or exited, None if it is still at work. A child
+    whose pipes have closed may not have been reaped yet: wait for it rather than mistake it for one that ran out of
+    time."""
+    if not ended:
+        return process.poll()
+    try:
+        return process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 if __name__ == "__main__":
