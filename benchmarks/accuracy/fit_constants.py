@@ -29,13 +29,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from understudy.catalog import catalog  # noqa: E402
 from understudy.workload import Workload, workload_from_row  # noqa: E402
-from worker.counting import WorkloadCounts, count_workload  # noqa: E402
-from worker.estimators.analytic import EFFICIENCY  # noqa: E402
-from worker.estimators.base import host_spec  # noqa: E402
-from worker.estimators.hostaware import CONSTANTS, HostAwareConstants, HostScaling, blend_factor  # noqa: E402
-from worker.estimators.roofline import Efficiency, L2Reuse, roofline_ms  # noqa: E402
-from worker.evaluate import read_rows  # noqa: E402
-from worker.measurement_log import MeasurementLog  # noqa: E402
+from engine.counting import WorkloadCounts, count_workload  # noqa: E402
+from engine.estimators.analytic import EFFICIENCY  # noqa: E402
+from engine.estimators.base import host_spec  # noqa: E402
+from engine.estimators.hostaware import CONSTANTS, HostAwareConstants, HostScaling, blend_factor  # noqa: E402
+from engine.estimators.roofline import Efficiency, L2Reuse, roofline_ms  # noqa: E402
+from evaluation.evaluate import read_rows  # noqa: E402
+from engine.measurement_log import MeasurementLog  # noqa: E402
 from understudy.results import HostSetting  # noqa: E402
 
 

@@ -11,7 +11,7 @@ from service.conftest import api_key, app, auth, clean, client, db, redis, servi
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from understudy.store.models import Prediction
+from ledger.models import Prediction
 
 
 @pytest.fixture

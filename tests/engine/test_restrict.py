@@ -251,7 +251,7 @@ def test_mps_child_runs_under_the_share_and_returns_its_measurement(tmp_path: Pa
     result = restrict.run_mps_child(_daemon(tmp_path), 22, request, timeout_s=30, gpu_index=3)
     assert result == measured
     (entry,) = child_log(tmp_path)
-    assert entry["argv"] == ["-m", "worker.mps_child"]
+    assert entry["argv"] == ["-m", "engine.mps_child"]
     assert entry["request"] == request
     assert entry["percentage"] == "22"
     assert entry["visible"] == "3"

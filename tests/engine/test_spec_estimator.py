@@ -9,8 +9,8 @@ from fakes import done_measurement, h200_host, make_settings
 from understudy.catalog import InlineTarget, TargetSpec, catalog
 from understudy.results import Measurement
 from understudy.workload import Workload
-from worker.estimators.spec import SpecEstimator
-from worker.mapping import mps_sms
+from engine.estimators.spec import SpecEstimator
+from engine.mapping import mps_sms
 
 WORKLOAD = Workload(model="resnet18")
 HOST = h200_host()

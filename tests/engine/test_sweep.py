@@ -9,8 +9,8 @@ from fakes import FakeCuda, RestrictionRecorder, h200_host, make_settings
 
 from understudy.results import HostSetting
 from understudy.workload import Workload
-from worker.bench import Bench
-from worker.timing import measure
+from engine.bench import Bench
+from engine.timing import measure
 
 WORKLOAD = Workload(model="resnet50", batch_size=16, precision="fp32")
 

@@ -85,7 +85,7 @@ def test_the_clock_is_reset_only_where_clock_locks_are_allowed(tmp_path, monkeyp
     from worker.main import release_leftovers
 
     nvml = FakeNvml(locked_mhz=1005)
-    monkeypatch.setattr("worker.probe.load_nvml", lambda: nvml)
+    monkeypatch.setattr("engine.probe.load_nvml", lambda: nvml)
 
     assert release_leftovers(make_settings(run_dir=str(tmp_path)), 0, has_gpu=True) == []
     assert nvml.locked_mhz == 1005  # not ours to touch: the operator did not allow clock locks
@@ -137,7 +137,7 @@ def test_without_an_mps_control_program_a_leftover_folder_is_still_removed(tmp_p
 
 
 def test_a_jobs_mps_daemon_goes_into_the_folder_its_worker_named(tmp_path, monkeypatch):
-    from worker.restrict import ENV_MPS_DIR, MpsDaemon
+    from engine.restrict import ENV_MPS_DIR, MpsDaemon
 
     monkeypatch.setenv(ENV_MPS_DIR, str(tmp_path / "run" / "gpu0" / "mps"))
 

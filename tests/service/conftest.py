@@ -42,7 +42,7 @@ def service_env() -> Iterator[dict[str, str]]:
 @pytest.fixture(scope="package")
 def db(service_env: dict[str, str]) -> Iterator[Engine]:
     """A schema of our own in the test database, brought up by the migrations, dropped at the end."""
-    from understudy.store.db import get_engine
+    from ledger.db import get_engine
 
     with migrated_schema(SCHEMA) as url:
         engine = get_engine(url)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from understudy.errors import UnknownEstimator
 from understudy.estimator_info import DEFAULT_CPU_ESTIMATOR, DEFAULT_GPU_ESTIMATOR
 from understudy.settings import Settings
-from worker.estimators.analytic import AnalyticEstimator
-from worker.estimators.base import Estimator
-from worker.estimators.calibrated import CalibratedEstimator
-from worker.estimators.flops import FlopsEstimator
-from worker.estimators.hostaware import HostAwareEstimator
-from worker.estimators.spec import SpecEstimator
+from engine.estimators.analytic import AnalyticEstimator
+from engine.estimators.base import Estimator
+from engine.estimators.calibrated import CalibratedEstimator
+from engine.estimators.flops import FlopsEstimator
+from engine.estimators.hostaware import HostAwareEstimator
+from engine.estimators.spec import SpecEstimator
 
 ESTIMATORS: dict[str, type[Estimator]] = {
     cls.name: cls

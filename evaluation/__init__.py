@@ -1,9 +1,9 @@
 """Scoring latency predictions against measured ground truth and writing the evaluation report (no torch)."""
 
-from understudy.evaluation.groundtruth import load_groundtruth, sample_rows
-from understudy.evaluation.metrics import error_summary, grouped, ranking_summary, spearman
-from understudy.evaluation.report import build_report, write_report
-from understudy.evaluation.rows import EvalRow, model_family
+from evaluation.groundtruth import load_groundtruth, sample_rows
+from evaluation.metrics import error_summary, grouped, ranking_summary, spearman
+from evaluation.report import build_report, write_report
+from evaluation.rows import EvalRow, model_family
 
 __all__ = [
     "EvalRow",

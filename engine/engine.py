@@ -18,11 +18,11 @@ from understudy.keys import ANY_HOST
 from understudy.results import HostInfo, HostSetting, Measurement, PredictionResult, Status
 from understudy.settings import Settings, get_settings
 from understudy.workload import Workload
-from worker.estimators import DEFAULT_CPU_ESTIMATOR, DEFAULT_GPU_ESTIMATOR, get_estimator
-from worker.estimators.base import Estimator
-from worker.measurement_log import MeasurementLog
-from worker.probe import load_nvml, probe_host
-from worker.restrict import reset_clocks
+from engine.estimators import DEFAULT_CPU_ESTIMATOR, DEFAULT_GPU_ESTIMATOR, get_estimator
+from engine.estimators.base import Estimator
+from engine.measurement_log import MeasurementLog
+from engine.probe import load_nvml, probe_host
+from engine.restrict import reset_clocks
 
 Progress = Callable[[str], None]
 
@@ -239,7 +239,7 @@ class Engine:
                 todo.append((setting, members))
         if not todo:
             return measurements
-        from worker.bench import Bench
+        from engine.bench import Bench
 
         # Green contexts first. On the H200, cuDNN work under a green context failed (CUDNN_STATUS_EXECUTION_FAILED)
         # in a process that had already run cuDNN on the whole GPU, while processes that ran one green context

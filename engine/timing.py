@@ -17,7 +17,7 @@ from understudy.results import Measurement
 from understudy.workload import Workload
 
 if TYPE_CHECKING:
-    from worker.workloads import Step
+    from engine.workloads import Step
 
 WARMUP_STEPS = 3
 PROFILED_STEPS = 2
@@ -130,7 +130,7 @@ class StepTimer:
     def _build(self, graph_safe: bool) -> Step:
         import torch
 
-        from worker.workloads import make_step
+        from engine.workloads import make_step
 
         device = torch.device("cuda", self.device_index)
         if self._stream is None:

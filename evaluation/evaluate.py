@@ -19,11 +19,11 @@ from pydantic import ValidationError
 
 from understudy.catalog import TargetSpec, catalog
 from understudy.errors import UnderstudyError
-from understudy.evaluation.rows import EvalRow, model_family
+from evaluation.rows import EvalRow, model_family
 from understudy.results import HostInfo, HostSetting
 from understudy.workload import Workload, workload_from_row
-from worker.engine import Engine
-from worker.measurement_log import MeasurementLog
+from engine.engine import Engine
+from engine.measurement_log import MeasurementLog
 
 # Estimators that profile the full host go first, so later ones find a profiled measurement to share.
 RUN_ORDER = {"hostaware": 0, "flops": 1}
@@ -117,7 +117,7 @@ def record(engine: Engine, plans: list[Plan], estimators: list[str], budget_s: f
     With `timeout_s` the measuring runs in a child process (worker.record_child), one workload at a time: a workload
     past its limit is killed with the child and logged as failed, and the run goes on with a fresh child. (A model
     whose cuDNN autotuning runs for minutes cannot be stopped from inside the process that runs it.)"""
-    from worker.record_child import RecordingChild
+    from evaluation.record_child import RecordingChild
 
     started = time.monotonic()
     ordered = sorted(estimators, key=lambda name: RUN_ORDER.get(name, 9))

@@ -24,7 +24,7 @@ from typing import Any
 
 from understudy.errors import RestrictionError
 from understudy.results import Measurement
-from worker.mps_child import ENV_PARENT_PID
+from engine.mps_child import ENV_PARENT_PID
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ class MpsDaemon:
 def quit_mps_daemons(folder: Path, control: str = "nvidia-cuda-mps-control") -> list[Path]:
     """Quit every daemon of ours whose folder lies in `folder` (one a killed process left running), and remove its
     folder. Returns the folders of the daemons asked to quit; one that cannot be asked is still removed. Its MPS
-    children died with the process that started them (worker.mps_child), so nothing keeps it from quitting."""
+    children died with the process that started them (engine.mps_child), so nothing keeps it from quitting."""
     quit = []
     for root in sorted(folder.glob("understudy-mps-*")) if folder.is_dir() else []:
         daemon = MpsDaemon(control, root=str(root))
@@ -180,7 +180,7 @@ def run_mps_child(
         ENV_PARENT_PID: str(os.getpid()),
     }
     child = subprocess.Popen(
-        [sys.executable, "-m", "worker.mps_child"],
+        [sys.executable, "-m", "engine.mps_child"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

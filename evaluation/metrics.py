@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from understudy.evaluation.rows import EvalRow
+from evaluation.rows import EvalRow
 
 WITHIN_THRESHOLDS: tuple[int, ...] = (5, 10, 20, 50)
 

@@ -16,7 +16,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from understudy.evaluation.metrics import (
+from evaluation.metrics import (
     WITHIN_THRESHOLDS,
     ape,
     error_summary,
@@ -25,7 +25,7 @@ from understudy.evaluation.metrics import (
     paired,
     ranking_summary,
 )
-from understudy.evaluation.rows import EvalRow
+from evaluation.rows import EvalRow
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"

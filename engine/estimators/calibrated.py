@@ -9,7 +9,7 @@ from understudy.errors import UnderstudyError
 from understudy.estimator_info import CALIBRATED_ESTIMATOR, estimator_info
 from understudy.results import HostInfo, HostSetting, Measurement
 from understudy.workload import Workload
-from worker.estimators.base import Estimate, Estimator
+from engine.estimators.base import Estimate, Estimator
 
 _ONLY_THROUGH_THE_ENGINE = "the calibrated estimator runs through Engine.predict, which fits it over its base estimator"
 

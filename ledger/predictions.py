@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from understudy.catalog import TargetSpec
 from understudy.results import PredictionResult, Status
-from understudy.store.models import Prediction, utcnow
+from ledger.models import Prediction, utcnow
 from understudy.workload import Workload
 
 

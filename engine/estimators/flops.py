@@ -6,7 +6,7 @@ from understudy.catalog import TargetSpec
 from understudy.estimator_info import estimator_info
 from understudy.results import HostInfo, HostSetting, Measurement
 from understudy.workload import Workload
-from worker.estimators.base import Estimate, Estimator, host_spec, scaled, unusable
+from engine.estimators.base import Estimate, Estimator, host_spec, scaled, unusable
 
 
 class FlopsEstimator(Estimator):

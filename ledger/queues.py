@@ -6,7 +6,7 @@ the ledger. Nothing here imports torch.
 
 from __future__ import annotations
 
-# rq queues, one per host class (understudy.worker.probe.host_class): "cpu" serves estimators that never touch a
+# rq queues, one per host class (engine.probe.host_class): "cpu" serves estimators that never touch a
 # GPU; "gpu:<fingerprint>" serves the GPU estimators whose cache keys name that host fingerprint.
 CPU_QUEUE = "cpu"
 GPU_QUEUE_PREFIX = "gpu:"

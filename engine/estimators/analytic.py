@@ -12,9 +12,9 @@ from understudy.catalog import TargetSpec
 from understudy.estimator_info import estimator_info
 from understudy.results import HostInfo, HostSetting, Measurement
 from understudy.workload import Workload
-from worker.counting import WorkloadCounts, count_workload
-from worker.estimators.base import Estimate, Estimator
-from worker.estimators.roofline import Efficiency, roofline_ms
+from engine.counting import WorkloadCounts, count_workload
+from engine.estimators.base import Estimate, Estimator
+from engine.estimators.roofline import Efficiency, roofline_ms
 
 # Chosen by benchmarks/accuracy/fit_constants.py on all RTX 3090 inference rows (no GPU needed), with the launch
 # cost held at 5 us: left free it grows to 80 us, which fits batch-1024 rows no better and makes small batches

@@ -1,8 +1,8 @@
 """Recording an evaluation's workloads in a child process, one at a time, so that one running past its time limit
 can be killed without losing the run (`understudy evaluate --measure-only --workload-timeout-s`).
 
-The parent (RecordingChild, used by worker.evaluate.record) sends each workload's ground-truth rows as a JSON line;
-the child measures them into the measurement log as worker.evaluate.record_plan does in-process, and answers one
+The parent (RecordingChild, used by evaluation.evaluate.record) sends each workload's ground-truth rows as a JSON line;
+the child measures them into the measurement log as evaluation.evaluate.record_plan does in-process, and answers one
 line {"logged": true|false}. A workload past its limit (or one that takes the child down) is killed with the child
 and logged as failed, so a replay lists it and a later run does not measure it again; the next workload gets a
 fresh child.
@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from understudy.results import Measurement
-from worker.engine import Engine, distinct_settings
-from worker.evaluate import Plan, gpu_settings, known_targets, record_plan
-from worker.measurement_log import MeasurementLog
+from engine.engine import Engine, distinct_settings
+from evaluation.evaluate import Plan, gpu_settings, known_targets, record_plan
+from engine.measurement_log import MeasurementLog
 
 REPLY = '{"logged"'
 
@@ -41,7 +41,7 @@ def serve(engine: Engine, estimators: list[str], requests: IO[str], replies: IO[
 
 def main() -> None:
     from understudy.settings import get_settings
-    from worker.lifetime import die_with_parent
+    from engine.lifetime import die_with_parent
 
     config = json.loads(sys.argv[1])
     die_with_parent(int(config["parent"]))
@@ -98,7 +98,7 @@ class RecordingChild:
         config = {"log": str(self.log_path), "gpu": self.engine.gpu_index, "estimators": self.estimators,
                   "parent": os.getpid()}
         self._buffer = ""
-        self._process = subprocess.Popen([sys.executable, "-m", "worker.record_child", json.dumps(config)],
+        self._process = subprocess.Popen([sys.executable, "-m", "evaluation.record_child", json.dumps(config)],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                          start_new_session=True)
         return self._process

@@ -33,10 +33,10 @@ from understudy.catalog import TargetSpec
 from understudy.estimator_info import estimator_info
 from understudy.results import HostInfo, HostSetting, Measurement
 from understudy.workload import Workload
-from worker.counting import WorkloadCounts
-from worker.estimators.analytic import counts_for
-from worker.estimators.base import Estimate, Estimator, host_spec, scaled, unusable
-from worker.estimators.roofline import Efficiency, L2Reuse, dram_bytes, roofline_ms
+from engine.counting import WorkloadCounts
+from engine.estimators.analytic import counts_for
+from engine.estimators.base import Estimate, Estimator, host_spec, scaled, unusable
+from engine.estimators.roofline import Efficiency, L2Reuse, dram_bytes, roofline_ms
 
 
 @dataclass(frozen=True)

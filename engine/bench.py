@@ -17,7 +17,7 @@ from understudy.results import HostInfo, HostSetting, Measurement
 from understudy.settings import Settings
 from understudy.workload import Workload
 from worker import restrict, timing
-from worker.mapping import mps_percentage
+from engine.mapping import mps_percentage
 
 
 class Bench:

@@ -1,6 +1,6 @@
 """The MPS client process: reads a timing request on stdin, times it, prints the Measurement as one JSON line.
 
-Run by worker.restrict.run_mps_child with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE set; the percentage is fixed for a
+Run by engine.restrict.run_mps_child with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE set; the percentage is fixed for a
 process's life, so each SM share gets its own child. It dies with the process that started it: an orphan would
 keep its MPS daemon from quitting.
 """
@@ -20,12 +20,12 @@ ENV_PARENT_PID = "UNDERSTUDY_MPS_PARENT_PID"
 
 def main() -> None:
     if parent := os.environ.get(ENV_PARENT_PID):
-        from worker.lifetime import die_with_parent
+        from engine.lifetime import die_with_parent
 
         die_with_parent(int(parent))
     request = json.loads(sys.stdin.read())
-    from worker.restrict import memory_cap
-    from worker.timing import measure
+    from engine.restrict import memory_cap
+    from engine.timing import measure
 
     try:
         with memory_cap(request.get("memory_cap_gb")):

@@ -1,6 +1,6 @@
 """A Python client for the Understudy service (httpx): predictions, the history, the catalog and populations.
 
-    from understudy.client import Client
+    from client import Client
 
     with Client("http://127.0.0.1:8000", api_key="us_...") as client:
         done = client.predict({"model": "resnet50", "batch_size": 64}, ["rtx-3090", "t4"], estimator="analytic")

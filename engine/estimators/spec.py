@@ -13,8 +13,8 @@ from understudy.estimator_info import estimator_info, estimator_version
 from understudy.results import HostInfo, HostSetting, Measurement
 from understudy.settings import Settings, get_settings
 from understudy.workload import Workload
-from worker.estimators.base import Estimate, Estimator, scaled, unusable
-from worker.mapping import green_context_sms, mps_percentage, nearest_clock
+from engine.estimators.base import Estimate, Estimator, scaled, unusable
+from engine.mapping import green_context_sms, mps_percentage, nearest_clock
 
 
 class SpecEstimator(Estimator):

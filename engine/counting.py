@@ -19,7 +19,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
 from understudy.workload import Workload
-from worker.workloads import build_model, make_optimizer, make_step
+from engine.workloads import build_model, make_optimizer, make_step
 
 OpKind = Literal["tensor", "matmul32", "depthwise", "memory"]
 KINDS: tuple[OpKind, ...] = ("tensor", "matmul32", "depthwise", "memory")
@@ -169,7 +169,7 @@ def _depthwise_flops(func: Any, args: tuple[Any, ...], out: Any) -> float:
 
 def count_workload(workload: Workload) -> WorkloadCounts:
     """Trace one step of the workload on the meta device (no memory, no GPU) and count it."""
-    from worker.workloads import resolve_precision
+    from engine.workloads import resolve_precision
 
     precision = resolve_precision(workload.precision)
     # Autocast does not act on meta tensors: trace forward and backward of a mixed-precision step in its compute

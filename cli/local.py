@@ -11,10 +11,10 @@ from understudy.calibration import CalibrationSet
 from understudy.catalog import TargetSpec
 from understudy.keys import cache_key
 from understudy.results import PredictionResult, Status
-from understudy.store.db import session_scope
-from understudy.store.predictions import apply_result, get_by_key, new_row, to_result
+from ledger.db import session_scope
+from ledger.predictions import apply_result, get_by_key, new_row, to_result
 from understudy.workload import Workload
-from worker.engine import Engine, Progress
+from engine.engine import Engine, Progress
 
 
 def predict_cached(engine: Engine, db: DbEngine, workload: Workload, targets: list[TargetSpec],

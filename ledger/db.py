@@ -10,7 +10,7 @@ from pathlib import Path
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from understudy.store.models import Base
+from ledger.models import Base
 
 
 @lru_cache(maxsize=8)

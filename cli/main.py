@@ -49,10 +49,10 @@ def predict(
     from pydantic import ValidationError
 
     from understudy.calibration import CalibrationSet
-    from understudy.store.db import init_sqlite
+    from ledger.db import init_sqlite
     from understudy.workload import Workload
-    from worker.engine import Engine
-    from worker.local import predict_cached
+    from engine.engine import Engine
+    from cli.local import predict_cached
 
     settings = get_settings()
     if sm_mechanism:
@@ -139,11 +139,11 @@ def evaluate(
     gpu: Annotated[int, typer.Option(help="GPU index")] = 0,
 ) -> None:
     """Score estimators against measured latencies: markdown + JSON report and a log-log plot in OUT."""
-    from understudy.evaluation.report import build_report, write_report
-    from worker.engine import Engine
-    from worker.evaluate import evaluate as run_evaluation
-    from worker.evaluate import measured_on_host, plan_sample, read_rows, record, take_shard
-    from worker.measurement_log import MeasurementLog
+    from evaluation.report import build_report, write_report
+    from engine.engine import Engine
+    from evaluation.evaluate import evaluate as run_evaluation
+    from evaluation.evaluate import measured_on_host, plan_sample, read_rows, record, take_shard
+    from engine.measurement_log import MeasurementLog
 
     names = [name.strip() for name in estimators.split(",") if name.strip()]
     if workload_timeout_s is not None and not measure_only:
@@ -195,7 +195,7 @@ def evaluate(
 
 
 def main() -> None:
-    from understudy.service_cli import register
+    from cli.service import register
 
     register(cli)
     cli()

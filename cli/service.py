@@ -2,7 +2,7 @@
 
 serve runs the API (uvicorn, app.main:app); worker runs one GPU's worker (worker.main); keys manages API keys.
 All of them read DATABASE_URL, REDIS_URL and UNDERSTUDY_* from the environment (understudy/settings.py).
-population is a client: it asks a running service (UNDERSTUDY_URL, UNDERSTUDY_API_KEY) through understudy.client.
+population is a client: it asks a running service (UNDERSTUDY_URL, UNDERSTUDY_API_KEY) through the `client` package.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def keys_create(
 ) -> None:
     """Make an API key and print it once (the store keeps only its hash)."""
     from app.security import create_api_key
-    from understudy.store.db import get_engine, session_scope
+    from ledger.db import get_engine, session_scope
 
     with _store_errors(), session_scope(get_engine(get_settings().database_url)) as session:
         key, token = create_api_key(session=session, name=name)
@@ -154,8 +154,8 @@ def keys_list() -> None:
     """List API keys (id, name, prefix, created, revoked)."""
     from sqlalchemy import select
 
-    from understudy.store.db import get_engine, session_scope
-    from understudy.store.models import ApiKey
+    from ledger.db import get_engine, session_scope
+    from ledger.models import ApiKey
 
     with _store_errors(), session_scope(get_engine(get_settings().database_url)) as session:
         for key in session.scalars(select(ApiKey).order_by(ApiKey.created_at)):
@@ -167,7 +167,7 @@ def keys_list() -> None:
 def keys_revoke(key: Annotated[str, typer.Argument(help="the key's id or prefix")]) -> None:
     """Revoke an API key."""
     from app.security import revoke_api_key
-    from understudy.store.db import get_engine, session_scope
+    from ledger.db import get_engine, session_scope
 
     with _store_errors(), session_scope(get_engine(get_settings().database_url)) as session:
         count = revoke_api_key(session=session, key_id_or_prefix=key)
@@ -232,7 +232,7 @@ def population(
     devices and the expected round time when K clients are sampled at random."""
     from rich.table import Table
 
-    from understudy.client import ApiError, Client, ClientError
+    from client import ApiError, Client, ClientError
     from understudy.populations import DeviceLatency, max_clients_within, prob_round_within
 
     settings = get_settings()

@@ -19,10 +19,10 @@ from rq.job import Job, JobStatus
 from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
 
-from understudy.queues import RUN_PREDICTIONS, alive_key
+from ledger.queues import RUN_PREDICTIONS, alive_key
 from understudy.results import Status
 from understudy.settings import Settings
-from understudy.store.models import Prediction, utcnow
+from ledger.models import Prediction, utcnow
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from understudy.catalog import TargetSpec
-from worker.counting import WorkloadCounts
+from engine.counting import WorkloadCounts
 
 CLASS_OF_KIND = {"tensor": "tensor", "matmul32": "simt", "depthwise": "simt", "memory": "other"}
 
