@@ -142,7 +142,8 @@ def evaluate(
     from evaluation.report import build_report, write_report
     from engine.engine import Engine
     from evaluation.evaluate import evaluate as run_evaluation
-    from evaluation.evaluate import measured_on_host, plan_sample, read_rows, record, take_shard
+    from evaluation.evaluate import measured_on_host, plan_sample, read_rows, take_shard
+    from evaluation.recording import record
     from engine.measurement_log import MeasurementLog
 
     names = [name.strip() for name in estimators.split(",") if name.strip()]

@@ -16,7 +16,7 @@ from understudy.errors import RestrictionError
 from understudy.results import HostInfo, HostSetting, Measurement
 from understudy.settings import Settings
 from understudy.workload import Workload
-from worker import restrict, timing
+from engine import restrict, timing
 from engine.mapping import mps_percentage
 
 

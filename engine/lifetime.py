@@ -12,6 +12,8 @@ import os
 import signal
 
 PR_SET_PDEATHSIG = 1
+# Set by engine.restrict.run_mps_child: the pid an MPS child dies with.
+ENV_PARENT_PID = "UNDERSTUDY_MPS_PARENT_PID"
 
 
 def die_with_parent(parent_pid: int) -> None:

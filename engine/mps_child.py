@@ -13,15 +13,11 @@ import sys
 
 from understudy.results import Measurement
 from understudy.workload import Workload
-
-
-ENV_PARENT_PID = "UNDERSTUDY_MPS_PARENT_PID"
+from engine.lifetime import ENV_PARENT_PID, die_with_parent
 
 
 def main() -> None:
     if parent := os.environ.get(ENV_PARENT_PID):
-        from engine.lifetime import die_with_parent
-
         die_with_parent(int(parent))
     request = json.loads(sys.stdin.read())
     from engine.restrict import memory_cap

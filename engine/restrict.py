@@ -24,7 +24,7 @@ from typing import Any
 
 from understudy.errors import RestrictionError
 from understudy.results import Measurement
-from engine.mps_child import ENV_PARENT_PID
+from engine.lifetime import ENV_PARENT_PID
 
 log = logging.getLogger(__name__)
 

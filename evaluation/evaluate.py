@@ -108,40 +108,6 @@ def evaluate(engine: Engine, plans: list[Plan], estimators: list[str], budget_s:
     return out
 
 
-def record(engine: Engine, plans: list[Plan], estimators: list[str], budget_s: float | None = None,
-           progress: Callable[[str], None] | None = None, timeout_s: float | None = None) -> int:
-    """Only measure, into the engine's log, what the estimators would need; estimate nothing. GPU time is what an
-    evaluation on the GPU host runs short of, and estimating (counting a model's ops) costs seconds per workload
-    that a replay anywhere else can spend instead. Returns how many workloads were measured or found in the log.
-
-    With `timeout_s` the measuring runs in a child process (worker.record_child), one workload at a time: a workload
-    past its limit is killed with the child and logged as failed, and the run goes on with a fresh child. (A model
-    whose cuDNN autotuning runs for minutes cannot be stopped from inside the process that runs it.)"""
-    from evaluation.record_child import RecordingChild
-
-    started = time.monotonic()
-    ordered = sorted(estimators, key=lambda name: RUN_ORDER.get(name, 9))
-    child = RecordingChild(engine, ordered) if timeout_s is not None else None
-    done = 0
-    try:
-        for index, plan in enumerate(plans):
-            if budget_s is not None and time.monotonic() - started > budget_s:
-                break
-            if progress:
-                progress(f"[{index + 1}/{len(plans)}] {plan.key}")
-            if child is None:
-                logged = record_plan(engine, plan, ordered)
-            else:
-                assert timeout_s is not None
-                logged = child.record(plan, timeout_s)
-            if logged:
-                done += 1
-    finally:
-        if child is not None:
-            child.close()
-    return done
-
-
 def record_plan(engine: Engine, plan: Plan, estimators: list[str]) -> bool:
     """Measure into the engine's log what `estimators` need for one workload. True once something of it is in the
     log: a workload whose model failed to build, or whose estimators need no measurement, is not there for a replay

@@ -109,7 +109,7 @@ def test_a_ledger_row_naming_code_as_its_model_is_failed_by_the_worker_without_r
     job validates the workload against timm's registry again before anything builds a model."""
     import os
 
-    from service.helpers import run_queued_jobs
+    from tests.service.helpers import run_queued_jobs
     from sqlalchemy.orm import Session
 
     from understudy.catalog import resolve_target

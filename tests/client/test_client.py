@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import typer
-from live_service import free_port
+from tests.live_service import free_port
 from typer.testing import CliRunner
 
 from understudy.catalog import catalog

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from fakes import FakeNvml, RestrictionRecorder
+from tests.fakes import FakeNvml, RestrictionRecorder
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes import (
+from tests.fakes import (
     FakeMpsControl,
     FakeNvml,
     FakeTimer,

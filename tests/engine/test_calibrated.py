@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
-from fakes import make_settings
+from tests.fakes import make_settings
 
 from understudy.calibration import CalibrationPoint, CalibrationSet, fit_scale
 from understudy.catalog import catalog

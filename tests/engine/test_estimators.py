@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 import pytest
-from fakes import done_measurement, h200_host
+from tests.fakes import done_measurement, h200_host
 
 from understudy.catalog import TargetSpec, catalog
 from understudy.errors import UnderstudyError, UnknownEstimator

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeNvml, FakeTimer, RestrictionRecorder, h200_host, make_settings
+from tests.fakes import FakeNvml, FakeTimer, RestrictionRecorder, h200_host, make_settings
 
 from sqlalchemy import Engine as Database
 

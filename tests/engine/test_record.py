@@ -16,12 +16,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from fakes import PYTHON, FakeNvml, FakeTimer, RestrictionRecorder, h200_host, make_settings
+from tests.fakes import PYTHON, FakeNvml, FakeTimer, RestrictionRecorder, h200_host, make_settings
 
 from understudy.results import HostSetting
 from understudy.workload import workload_from_row
 from engine.engine import Engine
-from evaluation.evaluate import Plan, plan_sample, read_rows, record
+from evaluation.evaluate import Plan, plan_sample, read_rows
+from evaluation.recording import record
 from engine.measurement_log import MeasurementLog
 from evaluation.record_child import serve
 
@@ -87,7 +88,7 @@ def test_a_spent_budget_stops_before_the_next_workload(
     monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Each measurement takes 10 s of the run's clock; the budget is spent by the first.
-    monkeypatch.setattr("evaluation.evaluate.time", SimpleNamespace(monotonic=lambda: 10.0 * len(fake_timer.calls)))
+    monkeypatch.setattr("evaluation.recording.time", SimpleNamespace(monotonic=lambda: 10.0 * len(fake_timer.calls)))
     count = record(engine_on(tmp_path / "log.jsonl", nvml), plans_of(tmp_path, ROWS), ["hostaware"], budget_s=5.0)
     assert count == 1
     assert len(fake_timer.calls) == 1

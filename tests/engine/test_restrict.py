@@ -11,10 +11,10 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
-from fakes import FakeMpsControl, FakeNvml, child_log, done_measurement, process_gone, write_fake_python
+from tests.fakes import FakeMpsControl, FakeNvml, child_log, done_measurement, process_gone, write_fake_python
 
 from understudy.errors import RestrictionError
-from worker import restrict
+from engine import restrict
 
 HANDLE = ("gpu", 0)
 

@@ -4,7 +4,7 @@ nearest supported clock) and the estimate emulates the rest (clock ratio, SM rat
 from __future__ import annotations
 
 import pytest
-from fakes import done_measurement, h200_host, make_settings
+from tests.fakes import done_measurement, h200_host, make_settings
 
 from understudy.catalog import InlineTarget, TargetSpec, catalog
 from understudy.results import Measurement

@@ -5,7 +5,7 @@ setting's result and the next setting is measured as usual. torch.cuda is tests/
 from __future__ import annotations
 
 import pytest
-from fakes import FakeCuda, RestrictionRecorder, h200_host, make_settings
+from tests.fakes import FakeCuda, RestrictionRecorder, h200_host, make_settings
 
 from understudy.results import HostSetting
 from understudy.workload import Workload

@@ -7,9 +7,9 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
-from live_service import migrated_schema
-from service.conftest import api_key, app, auth, clean, client, redis, service_env, settings  # noqa: F401
-from service.helpers import SCHEMA
+from tests.live_service import migrated_schema
+from tests.service.conftest import api_key, app, auth, clean, client, redis, service_env, settings  # noqa: F401
+from tests.service.helpers import SCHEMA
 from sqlalchemy import Engine
 
 from .helpers import start_postgres_and_redis, stop

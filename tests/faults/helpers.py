@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import live_service
+from tests import live_service
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 

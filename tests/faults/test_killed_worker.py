@@ -11,8 +11,8 @@ import json
 import signal
 from pathlib import Path
 
-from fakes import FakeMpsControl
-from service.test_worker_process import alive, children_of
+from tests.fakes import FakeMpsControl
+from tests.service.test_worker_process import alive, children_of
 
 from .helpers import FAKE_GPU, TESTS, start_worker, status_of, wait_for
 
@@ -80,7 +80,7 @@ def leftover_daemon(run_dir: Path) -> Path:
 
 
 def test_the_clock_is_reset_only_where_clock_locks_are_allowed(tmp_path, monkeypatch):
-    from fakes import FakeNvml, make_settings
+    from tests.fakes import FakeNvml, make_settings
 
     from worker.main import release_leftovers
 
@@ -95,7 +95,7 @@ def test_the_clock_is_reset_only_where_clock_locks_are_allowed(tmp_path, monkeyp
 
 
 def test_a_leftover_daemon_is_quit_through_its_own_pipe_folder_and_its_folder_removed(tmp_path):
-    from fakes import make_settings
+    from tests.fakes import make_settings
 
     from worker.main import release_leftovers
 
@@ -112,7 +112,7 @@ def test_a_leftover_daemon_is_quit_through_its_own_pipe_folder_and_its_folder_re
 
 
 def test_another_gpus_daemon_is_left_alone(tmp_path):
-    from fakes import make_settings
+    from tests.fakes import make_settings
 
     from worker.main import release_leftovers
 
@@ -125,7 +125,7 @@ def test_another_gpus_daemon_is_left_alone(tmp_path):
 
 
 def test_without_an_mps_control_program_a_leftover_folder_is_still_removed(tmp_path):
-    from fakes import make_settings
+    from tests.fakes import make_settings
 
     from worker.main import release_leftovers
 

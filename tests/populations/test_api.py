@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
-from live_service import LiveService, wait_for
+from tests.live_service import LiveService, wait_for
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 

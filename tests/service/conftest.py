@@ -16,7 +16,7 @@ import pytest
 from redis import Redis
 from sqlalchemy import Engine, text
 
-from live_service import migrated_schema, schema_url
+from tests.live_service import migrated_schema, schema_url
 
 from .helpers import SCHEMA, SERVICE_ENV, TABLES, TEST_DATABASE_URL, TEST_REDIS_URL
 

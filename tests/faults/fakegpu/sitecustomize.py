@@ -20,7 +20,7 @@ if _gpu_job_s > 0 or _delay_s > 0:
 
     def _held_gpu_predict_rows(rows, settings):  # type: ignore[no-untyped-def]
         if _gpu_job_s > 0:
-            from worker import restrict
+            from engine import restrict
             from engine.probe import load_nvml
 
             nvml = load_nvml()
