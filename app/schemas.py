@@ -14,7 +14,7 @@ from understudy.errors import UnknownEstimator, UnknownTarget
 from understudy.estimator_info import CALIBRATED_ESTIMATOR, estimator_info
 from understudy.populations import PopulationSummary
 from understudy.results import HostSetting, Status, TimingMode
-from understudy.store.models import Calibration, Host, Population, Prediction
+from ledger.models import Calibration, Host, Population, Prediction
 from understudy.workload import Workload
 
 # --- requests ---------------------------------------------------------------------------------------------------
