@@ -13,8 +13,7 @@ from typing import Any
 
 from redis import Redis
 from rq import Queue
-from sqlalchemy import func, or_, select, update
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from app.errors import Conflict, FieldError
@@ -30,7 +29,7 @@ from ledger.queues import CPU_QUEUE, is_gpu_queue
 from understudy.results import Status
 from understudy.settings import Settings
 from ledger.models import ApiKey, Calibration, Host, Population, Prediction, new_id, utcnow
-from ledger.predictions import new_row
+from ledger.predictions import insert_queued, new_row, requeue_failed
 from understudy.workload import Workload
 
 CACHED_STATES = (Status.done.value, Status.oom.value)
@@ -215,29 +214,13 @@ def create_predictions(*, session: Session, redis: Redis, settings: Settings,
     unique: dict[str, TargetSpec] = {}
     for key, spec in zip(keys, specs, strict=True):
         unique.setdefault(key, spec)
-    values = []
-    for key in sorted(unique):  # one lock order for every request: no deadlock between overlapping requests
-        if key in before:
-            continue
-        row = new_row(cache_key=key, workload=workload, target=unique[key], estimator=placement.estimator,
-                      version=version_of[key], host_class=placement.host_class, request_id=request_id)
-        values.append({column.key: getattr(row, column.key) for column in Prediction.__table__.columns}
-                      | {"id": new_id(), "job_id": job_id, "attempts": 0, "created_at": now, "queued_at": now})
-    ours: list[str] = []
-    if values:
-        ours += session.scalars(
-            insert(Prediction).values(values).on_conflict_do_nothing(index_elements=["cache_key"])
-            .returning(Prediction.id)
-        ).all()
+    fresh = [new_row(cache_key=key, workload=workload, target=unique[key], estimator=placement.estimator,
+                     version=version_of[key], host_class=placement.host_class, request_id=request_id)
+             for key in sorted(unique) if key not in before]  # one lock order for every request: no deadlock
+    ours = insert_queued(session, fresh, job_id=job_id, now=now)
     # A failed result is not cached: asking again runs it again (once, however many ask at the same moment).
     retry = sorted(key for key in unique if key in before and before[key].status == Status.failed.value)
-    if retry:
-        ours += session.scalars(
-            update(Prediction)
-            .where(Prediction.cache_key.in_(retry), Prediction.status == Status.failed.value)
-            .values(_reset(job_id, request_id, now))
-            .returning(Prediction.id)
-        ).all()
+    ours += requeue_failed(session, retry, job_id=job_id, request_id=request_id, now=now)
     session.commit()
 
     rows = {row.cache_key: row for row in session.scalars(
@@ -250,13 +233,6 @@ def create_predictions(*, session: Session, redis: Redis, settings: Settings,
         enqueue(redis, settings, queue=placement.host_class, prediction_ids=ordered, job_id=job_id)
         queued_job = job_id
     return Created(request_id, [rows[key] for key in keys], cached, queued_job)
-
-
-def _reset(job_id: str, request_id: str, now: datetime) -> dict[str, Any]:
-    cleared = ("latency_ms", "median_ms", "spread_ms", "samples_per_s", "host_setting", "timing_mode", "error",
-               "details", "worker_id", "started_at", "finished_at", "host_fingerprint", "host_name")
-    return {"status": Status.queued.value, "job_id": job_id, "request_id": request_id, "attempts": 0,
-            "queued_at": now, **{name: None for name in cleared}}
 
 
 def get_prediction(*, session: Session, prediction_id: str) -> Prediction | None:

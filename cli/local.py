@@ -12,7 +12,7 @@ from understudy.catalog import TargetSpec
 from understudy.keys import cache_key
 from understudy.results import PredictionResult, Status
 from ledger.db import session_scope
-from ledger.predictions import apply_result, get_by_key, new_row, to_result
+from ledger.predictions import get_by_key, save_result, to_result
 from understudy.workload import Workload
 from engine.engine import Engine, Progress
 
@@ -40,8 +40,6 @@ def predict_cached(engine: Engine, db: DbEngine, workload: Workload, targets: li
     with session_scope(db) as session:
         for target, key, (_, version, host_key) in zip(targets, keys, identities, strict=True):
             if key in fresh:
-                row = get_by_key(session, key) or new_row(cache_key=key, workload=workload, target=target,
-                                                          estimator=name, version=version, host_class=host_key)
-                apply_result(row, fresh[key])
-                session.add(row)
+                save_result(session, cache_key=key, workload=workload, target=target, estimator=name,
+                            version=version, host_key=host_key, result=fresh[key])
     return [(found[k], True) if k in found else (fresh[k], False) for k in keys]
