@@ -23,6 +23,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from understudy.catalog import TargetSpec
+from understudy.keys import CacheIdentity
 from understudy.results import HostSetting, PredictionResult, Status
 from ledger.models import Prediction, new_id, utcnow
 from understudy.workload import Workload
@@ -198,10 +199,11 @@ def fail_job(session: Session, job_id: str, reason: str) -> int:
 # --- the CLI's local cache ---------------------------------------------------------------------------------------
 
 
-def save_result(session: Session, *, cache_key: str, workload: Workload, target: TargetSpec, estimator: str,
-                version: str, host_key: str, result: PredictionResult) -> None:
+def save_result(session: Session, *, cache_key: str, workload: Workload, target: TargetSpec,
+                identity: CacheIdentity, result: PredictionResult) -> None:
     """Store a one-shot prediction under its key, replacing what was there (a failure, or nothing)."""
     row = get_by_key(session, cache_key) or new_row(cache_key=cache_key, workload=workload, target=target,
-                                                    estimator=estimator, version=version, host_class=host_key)
+                                                    estimator=identity.estimator, version=identity.version,
+                                                    host_class=identity.host_key)
     apply_result(row, result)
     session.add(row)

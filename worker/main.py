@@ -32,12 +32,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from ledger.dispatch import WORKER_TOKEN_PREFIX, reconcile
-from ledger.queues import CPU_QUEUE, ENV_WORKER_PID, ENV_WORKER_TOKEN, alive_key, gpu_lock_key, host_id
+from ledger.queues import CPU_QUEUE, ENV_WORKER_PID, ENV_WORKER_TOKEN, alive_key, gpu_lock_key, host_id, host_queue
 from understudy.results import HostInfo
 from understudy.settings import Settings
 from ledger.db import get_engine
 from ledger.models import Host
-from engine.probe import host_class
 from engine.restrict import ENV_MPS_DIR, quit_mps_daemons, reset_clocks
 
 log = logging.getLogger("understudy.worker")
@@ -163,7 +162,7 @@ class UnderstudyWorker(SpawnWorker):
 def register_host(db: DbEngine, slot: str, host: HostInfo, info: dict[str, Any]) -> None:
     """Upsert this worker's row in the hosts table (the API picks GPU hosts from it). The heartbeat is the
     database's clock, so that machines with skewed clocks still compare fairly."""
-    values = {"id": slot, "host_class": host_class(host), "gpu_name": host.gpu_name, "fingerprint": host.fingerprint,
+    values = {"id": slot, "host_class": host_queue(host.has_gpu, host.fingerprint), "gpu_name": host.gpu_name, "fingerprint": host.fingerprint,
               "info": info, "last_heartbeat": func.now()}
     statement = insert(Host).values(**values)
     statement = statement.on_conflict_do_update(index_elements=[Host.id], set_={
@@ -258,7 +257,7 @@ def run_worker(settings: Settings, gpu_index: int, *, burst: bool = False, wait_
     db = get_engine(settings.database_url)
     probed = probe(gpu_index)
     host = probed.host
-    hclass = host_class(host)
+    hclass = host_queue(host.has_gpu, host.fingerprint)
     queues = [hclass, CPU_QUEUE] if hclass != CPU_QUEUE else [CPU_QUEUE]
     if not host.has_gpu:
         log.warning("%s: serving only estimators that need no GPU (queue %r)", host.note or "no GPU", CPU_QUEUE)

@@ -20,16 +20,16 @@ from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from understudy.calibration import CalibrationSet
 from understudy.catalog import TargetSpec
 from understudy.errors import UnderstudyError
-from understudy.estimator_info import CALIBRATED_ESTIMATOR, calibrated_version
+from understudy.estimator_info import CALIBRATED_ESTIMATOR
 from ledger.queues import ENV_WORKER_PID, ENV_WORKER_TOKEN
 from understudy.results import PredictionResult
 from understudy.settings import Settings, get_settings
 from ledger.db import get_engine
 from ledger.models import Calibration, Prediction
 from ledger import predictions
+from ledger.calibrations import calibration_set
 from understudy.workload import Workload
 from engine.lifetime import die_with_parent
 
@@ -97,13 +97,10 @@ def predict_rows(rows: list[Prediction], settings: Settings) -> list[PredictionR
     return results
 
 
-def calibration_set(row: Calibration) -> CalibrationSet:
-    return CalibrationSet.model_validate({"points": row.points["points"], "base_estimator": row.base_estimator})
-
-
 def load_calibrations(db: DbEngine, rows: list[Prediction], engine: Any) -> dict[str, Calibration]:
     """Each row's target's calibration: the one its version (and so its cache key) was made from, else the latest."""
     wanted = {row.target_id: row.estimator_version for row in rows}
+    targets = {row.target_id: TargetSpec.model_validate(row.target) for row in rows}
     with Session(db, expire_on_commit=False) as session:
         found = session.scalars(select(Calibration).where(Calibration.target_id.in_(wanted))
                                 .order_by(Calibration.created_at.desc(), Calibration.id)).all()
@@ -112,11 +109,11 @@ def load_calibrations(db: DbEngine, rows: list[Prediction], engine: Any) -> dict
         target_id = calibration.target_id
         chosen.setdefault(target_id, calibration)  # the latest
         try:
-            base = engine.estimator(calibration.base_estimator)
+            identity = engine.identity(CALIBRATED_ESTIMATOR, targets[target_id],
+                                       {target_id: calibration_set(calibration)})
         except UnderstudyError:
             continue
-        digest = str((calibration.parameters or {}).get("digest") or calibration_set(calibration).digest())
-        if calibrated_version(base.name, base.version, digest) == wanted[target_id]:
+        if identity.version == wanted[target_id]:
             chosen[target_id] = calibration
             wanted[target_id] = ""  # matched: a later (older) one must not replace it
     return chosen

@@ -1,4 +1,4 @@
-"""The calibrated estimator in the engine: the base's prediction times fit_scale over the calibration points, a failed
+"""The calibrated estimator (engine.estimators.calibrated), run by the engine: the base's prediction times fit_scale over the calibration points, a failed
 result for a target without a calibration, and cache keys that follow the calibration. CPU only (analytic base)."""
 
 from __future__ import annotations
@@ -150,8 +150,8 @@ def test_another_base_changes_the_version() -> None:
     assert all(len(v) <= 20 for v in versions)  # the ledger's estimator_version column
 
 
-def test_the_registered_estimator_only_runs_through_the_engine() -> None:
+def test_the_registered_estimator_predicts_through_its_base_not_per_target() -> None:
     estimator = get_estimator("calibrated")
     assert (estimator.name, estimator.needs_gpu) == ("calibrated", False)
-    with pytest.raises(UnderstudyError, match="runs through Engine.predict"):
+    with pytest.raises(UnderstudyError, match="predicts through its base"):
         estimator.plan(WORKLOAD, RTX_3090, HostInfo())
