@@ -81,15 +81,15 @@ def migrate(url: str) -> None:
 
 
 @contextmanager
-def migrated_schema(schema: str) -> Iterator[str]:
+def migrated_schema(schema: str, database_url: str = TEST_DATABASE_URL) -> Iterator[str]:
     """A schema of our own in the test database, brought up by the migrations and dropped on exit; yields a URL
     whose connections use it. The admin connection is checked before use: fault tests restart PostgreSQL."""
-    ensure_database(TEST_DATABASE_URL)
-    admin = create_engine(TEST_DATABASE_URL, pool_pre_ping=True)
+    ensure_database(database_url)
+    admin = create_engine(database_url, pool_pre_ping=True)
     with admin.begin() as connection:
         connection.execute(text(f'CREATE SCHEMA "{schema}"'))
     try:
-        url = schema_url(TEST_DATABASE_URL, schema)
+        url = schema_url(database_url, schema)
         migrate(url)
         yield url
     finally:
