@@ -45,7 +45,8 @@ def list_hosts(*, session: Session) -> list[Host]:
 
 def db_now(*, session: Session) -> datetime:
     """The database's clock: workers stamp their heartbeats with it, so a skewed machine clock cannot age them."""
-    return session.scalar(select(func.now()))  # type: ignore[return-value]
+    now: datetime = session.execute(select(func.now())).scalar_one()
+    return now
 
 
 def host_is_alive(host: Host, settings: Settings, now: datetime) -> bool:
@@ -327,6 +328,7 @@ def create_population(*, session: Session, redis: Redis, settings: Settings, req
     merged: dict[str, tuple[str | InlineTarget, TargetSpec, float]] = {}
     for device in request.devices:
         spec = resolve_target(device.target)
+        # The schema requires exactly one of count and weight, so this is never float(None).
         amount = float(device.count if device.count is not None else device.weight)  # type: ignore[arg-type]
         item, _, before = merged.get(spec.id, (device.target, spec, 0.0))
         merged[spec.id] = (item, spec, before + amount)

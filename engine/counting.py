@@ -69,7 +69,7 @@ class WorkloadCounts:
     def from_json(cls, data: dict[str, Any]) -> WorkloadCounts:
         return cls(
             kinds={k: KindTotals(**v) for k, v in data["kinds"].items()},
-            ops=[tuple(op) for op in data["ops"]],  # type: ignore[misc]
+            ops=[tuple(op) for op in data["ops"]],
             param_bytes=data["param_bytes"],
         )
 
@@ -99,7 +99,7 @@ class _CountingMode(TorchDispatchMode):
         self.compute_dtype = compute_dtype
         self.ops: list[tuple[str, float, float]] = []
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]  # torch's protocol
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if func.is_view or func in _FREE or func._overloadpacket in (aten.detach, aten.alias):
@@ -131,7 +131,7 @@ class _FusedAttention(TorchFunctionMode):
     is its additive bias, as on a GPU. Calls it cannot stand for (grouped-query heads, not 4-D) keep the math path.
     """
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]  # torch's protocol
         kwargs = kwargs or {}
         if func is F.scaled_dot_product_attention:
             fused = _fused_attention(*args, **kwargs)

@@ -17,7 +17,8 @@ from understudy.keys import CacheIdentity
 from understudy.results import HostInfo, HostSetting, Measurement, PredictionResult, Status
 from understudy.settings import Settings, get_settings
 from understudy.workload import Workload
-from engine.estimators import DEFAULT_CPU_ESTIMATOR, DEFAULT_GPU_ESTIMATOR, get_estimator
+from understudy.estimator_info import DEFAULT_CPU_ESTIMATOR, DEFAULT_GPU_ESTIMATOR
+from engine.estimators import get_estimator
 from engine.estimators.base import Calibrations, Estimator, Progress
 from engine.measurement_log import MeasurementLog
 from engine.probe import load_nvml, probe_host

@@ -86,7 +86,7 @@ def to_result(row: Prediction) -> PredictionResult:
         spread_ms=row.spread_ms,
         samples_per_s=row.samples_per_s,
         host_setting=HostSetting.model_validate(row.host_setting) if row.host_setting else None,
-        timing_mode=row.timing_mode or "none",  # type: ignore[arg-type]  # a stored row holds one of the literals
+        timing_mode=row.timing_mode or "none",
         host_fingerprint=row.host_fingerprint or row.host_class,
         host_name=row.host_name,
         error=row.error,

@@ -64,7 +64,8 @@ def slug(name: str) -> str:
 
 
 def main(path: str) -> None:
-    rows = list(csv.DictReader(open(path, newline="")))
+    with open(path, newline="") as file:
+        rows = list(csv.DictReader(file))
     extra = ["id", "fp16_tensor_tflops", "bf16_tensor_tflops", "tf32_tensor_tflops", "tensor_source"]
     out = csv.DictWriter(sys.stdout, fieldnames=["id", *rows[0].keys(), *extra[1:]], lineterminator="\n")
     out.writeheader()

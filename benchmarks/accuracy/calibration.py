@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from understudy.calibration import fit_scale  # noqa: E402
-from evaluation.metrics import error_summary  # noqa: E402
+from understudy.calibration import fit_scale
+from evaluation.metrics import error_summary
 
 
 def main() -> None:

@@ -27,16 +27,16 @@ from scipy.optimize import minimize
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from understudy.catalog import catalog  # noqa: E402
-from understudy.workload import Workload, workload_from_row  # noqa: E402
-from engine.counting import WorkloadCounts, count_workload  # noqa: E402
-from engine.estimators.analytic import EFFICIENCY  # noqa: E402
-from engine.estimators.base import host_spec  # noqa: E402
-from engine.estimators.hostaware import CONSTANTS, HostAwareConstants, HostScaling, blend_factor  # noqa: E402
-from engine.estimators.roofline import Efficiency, L2Reuse, roofline_ms  # noqa: E402
-from evaluation.evaluate import read_rows  # noqa: E402
-from engine.measurement_log import MeasurementLog  # noqa: E402
-from understudy.results import HostSetting  # noqa: E402
+from understudy.catalog import catalog
+from understudy.workload import Workload, workload_from_row
+from engine.counting import WorkloadCounts, count_workload
+from engine.estimators.analytic import EFFICIENCY
+from engine.estimators.base import host_spec
+from engine.estimators.hostaware import CONSTANTS, HostAwareConstants, HostScaling, blend_factor
+from engine.estimators.roofline import Efficiency, L2Reuse, roofline_ms
+from evaluation.evaluate import read_rows
+from engine.measurement_log import MeasurementLog
+from understudy.results import HostSetting
 
 
 def load_counts(workloads: list[Workload], cache: Path | None) -> dict[str, WorkloadCounts]:

@@ -43,7 +43,7 @@ class Estimate:
 
 class Estimator(ABC):
     name: ClassVar[str]
-    version: ClassVar[str]
+    version: str  # a class's own, or set per instance where settings change it (spec)
     needs_gpu: ClassVar[bool] = True
 
     @abstractmethod

@@ -1,5 +1,6 @@
-"""The calibrated estimator (engine.estimators.calibrated), run by the engine: the base's prediction times fit_scale over the calibration points, a failed
-result for a target without a calibration, and cache keys that follow the calibration. CPU only (analytic base)."""
+"""The calibrated estimator (engine.estimators.calibrated), run by the engine: the base's prediction times fit_scale
+over the calibration points, a failed result for a target without a calibration, and cache keys that follow the
+calibration. CPU only (analytic base)."""
 
 from __future__ import annotations
 
@@ -40,8 +41,8 @@ def analytic_ms(engine: Engine, workload: Workload, target=RTX_3090) -> float:
 
 
 def calibration(*measured_ms: float, base: str | None = None) -> CalibrationSet:
-    return CalibrationSet(points=[CalibrationPoint(workload=w, measured_ms=m) for w, m in zip(POINTS, measured_ms)],
-                          base_estimator=base)
+    points = [CalibrationPoint(workload=w, measured_ms=m) for w, m in zip(POINTS, measured_ms, strict=True)]
+    return CalibrationSet(points=points, base_estimator=base)
 
 
 def test_the_prediction_is_the_base_prediction_times_fit_scale_of_the_points(engine: Engine) -> None:

@@ -238,7 +238,8 @@ def test_ratio_estimator_on_a_host_missing_from_the_catalog_says_so() -> None:
 
 
 def _l2_card(l2_cache_mb: float) -> TargetSpec:
-    return TargetSpec(id=f"l2-{l2_cache_mb:g}", name=f"card with {l2_cache_mb:g} MB of L2", sm_count=80, boost_clock_mhz=1800,
+    return TargetSpec(id=f"l2-{l2_cache_mb:g}", name=f"card with {l2_cache_mb:g} MB of L2", sm_count=80,
+                      boost_clock_mhz=1800,
                       memory_size_gb=24, memory_bandwidth_gbps=1000, l2_cache_mb=l2_cache_mb)
 
 

@@ -1,4 +1,5 @@
-"""Redis and PostgreSQL (the fault tests' own, tests/faults/stores.py) restarted under the real API and worker (subprocesses) with requests in flight.
+"""Redis and PostgreSQL (the fault tests' own, tests/faults/stores.py) restarted under the real API and worker
+(subprocesses) with requests in flight.
 
 Nothing the API accepted (200 or 202, with prediction ids) is lost: every accepted prediction is done in the end.
 While a store is down the API answers 503 (JSON, Retry-After) and never 500; it recovers by itself. Jobs are real
