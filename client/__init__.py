@@ -138,6 +138,7 @@ class Target(_Model):
     fp16_tensor_tflops: float | None = None
     bf16_tensor_tflops: float | None = None
     tf32_tensor_tflops: float | None = None
+    sustained_clock_mhz: float | None = None
     source: str | None = None
     tensor_source: str | None = None
     origin: str = "catalog"
