@@ -29,7 +29,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import pickle
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -45,6 +44,8 @@ _FEDSCALE_KBITS_PER_BYTE = 8 / 1024
 # FedScale's augmentation_factor: a training step is taken as 3 x a forward pass per sample.
 _FEDSCALE_AUGMENTATION = 3.0
 DEFAULT_OORT_THRESHOLD = 30.0
+# clients x rounds in one trace: a JSON trace of this many rows is about 40 MB.
+MAX_TRACE_CELLS = 200_000
 
 
 @dataclass(frozen=True)
@@ -224,7 +225,3 @@ def render(trace: Trace, fmt: str, *, name: str = "trace", oort_threshold: float
         raise ValueError(f"unknown trace format {fmt!r}: one of {', '.join(TRACE_FORMATS)}")
     return Rendered(as_json(writers[fmt]()), "application/json", f"{name}.{fmt}.json")
 
-
-def finite(value: float) -> float | None:
-    """JSON has no infinity: an impossible round's time is null."""
-    return value if math.isfinite(value) else None
