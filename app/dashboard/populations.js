@@ -41,7 +41,7 @@ window.UnderstudyViews.populations = (h) => {
 
   // series: [{name, points: [[x, y]], step?: true, dots?: true}]; marker: an x to draw a vertical line at
   function lineChart({ id, series, xTitle, yTitle, xLog = false, yMax = null, marker = null }) {
-    const width = 560;
+    const width = 390;
     const height = 300;
     const m = { top: 28, right: 16, bottom: 46, left: 62 };
     const xs = series.flatMap((s) => s.points.map((p) => p[0])).filter((x) => !xLog || x > 0);
@@ -81,7 +81,8 @@ window.UnderstudyViews.populations = (h) => {
       chart.append(svg("path", { d, fill: "none", stroke: color, "stroke-width": 2, class: "series",
                                  dataset: { series: s.name } }));
       if (s.dots) {
-        for (const [x, y] of pts) {
+        // A step series starts at zero height: its dots are the steps.
+        for (const [x, y] of s.step ? pts.slice(1) : pts) {
           chart.append(svg("circle", { cx: fx(x), cy: fy(y), r: 3.5, fill: color, class: "point",
                                        dataset: { series: s.name, x, y } },
             svg("title", { text: `${s.name}: ${label(x)} → ${label(y)}` })));
