@@ -505,10 +505,11 @@ class _Base:
         return max(0.5, min(self.timeout_s, deadline - time.monotonic()))
 
     @staticmethod
-    def _answer(response: httpx.Response) -> Any:
+    def _answer(response: httpx.Response, raw: bool = False) -> Any:
+        """The answer's JSON, or its bytes with raw (a trace file)."""
         if response.is_error:
             raise error_from(response)
-        return response.json()
+        return response.content if raw else response.json()
 
 
 # --- the synchronous client -------------------------------------------------------------------------------------
@@ -534,12 +535,12 @@ class Client(_Base):
         self._http.close()
 
     def _request(self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None,
-                 deadline: float | None = None) -> Any:
+                 deadline: float | None = None, raw: bool = False) -> Any:
         try:
             response = self._http.request(method, path, json=json, params=params, timeout=self._timeout(deadline))
         except httpx.TransportError as exc:
             raise ConnectionFailed(f"cannot reach the service at {self.base_url}: {exc}") from exc
-        return self._answer(response)
+        return self._answer(response, raw)
 
     # predictions
 
@@ -634,13 +635,7 @@ class Client(_Base):
                          seed: int = 0, config: Any = None) -> bytes:
         """A trace file for an FL simulator (format: fedscale, oort, flgo, appfl, csv or json), as bytes."""
         params = {**round_params(config), "format": format, "clients": clients, "rounds": rounds, "seed": seed}
-        try:
-            response = self._http.get(f"/v1/populations/{population_id}/trace", params=params)
-        except httpx.TransportError as exc:
-            raise ConnectionFailed(f"cannot reach the service at {self.base_url}: {exc}") from exc
-        if response.is_error:
-            raise error_from(response)
-        return response.content
+        return self._request("GET", f"/v1/populations/{population_id}/trace", params=params, raw=True)
 
 
 # --- the asynchronous client ------------------------------------------------------------------------------------
@@ -666,13 +661,13 @@ class AsyncClient(_Base):
         await self._http.aclose()
 
     async def _request(self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None,
-                       deadline: float | None = None) -> Any:
+                       deadline: float | None = None, raw: bool = False) -> Any:
         try:
             response = await self._http.request(method, path, json=json, params=params,
                                                 timeout=self._timeout(deadline))
         except httpx.TransportError as exc:
             raise ConnectionFailed(f"cannot reach the service at {self.base_url}: {exc}") from exc
-        return self._answer(response)
+        return self._answer(response, raw)
 
     async def predict(self, workload: Any, targets: Sequence[Any] | str, estimator: str | None = None, *,
                       host: str | None = None, wait: bool = True, timeout: float = 600.0) -> PredictionRequest:
@@ -761,13 +756,7 @@ class AsyncClient(_Base):
     async def population_trace(self, population_id: str, *, format: str = "json", clients: int = 100,
                                rounds: int = 10, seed: int = 0, config: Any = None) -> bytes:
         params = {**round_params(config), "format": format, "clients": clients, "rounds": rounds, "seed": seed}
-        try:
-            response = await self._http.get(f"/v1/populations/{population_id}/trace", params=params)
-        except httpx.TransportError as exc:
-            raise ConnectionFailed(f"cannot reach the service at {self.base_url}: {exc}") from exc
-        if response.is_error:
-            raise error_from(response)
-        return response.content
+        return await self._request("GET", f"/v1/populations/{population_id}/trace", params=params, raw=True)
 
 
 __all__ = [
