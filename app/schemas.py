@@ -443,7 +443,7 @@ class RoundQuery(RoundParameters):
 
 
 class RoundsQuery(RoundQuery):
-    k: list[Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=lambda: [10], min_length=1, max_length=50,
+    k: list[Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=lambda: [10], min_length=1, max_length=20,
                                                           description="clients per round (repeatable)")
     deadline_s: float | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False,
                                      description="a round deadline: the chance that K finish by it")

@@ -46,7 +46,7 @@ DEFAULT_LOCAL_STEPS = 20
 # The expected range of five standard normal draws: turns a measured spread (max - min) into a sigma.
 _RANGE_OF_FIVE = 2.326
 # The integral over t runs on this many log-spaced points between the fastest and slowest plausible client.
-_GRID_POINTS = 6000
+_GRID_POINTS = 3000
 _TAIL_SIGMAS = 8.0
 
 
@@ -54,8 +54,9 @@ class RoundError(ValueError):
     """Round parameters that cannot be modelled (no parameter count for the update, an empty fleet...)."""
 
 
-class RoundConfig(BaseModel):
-    """What a round is: local work, the update's size, links, variability, availability and over-commitment."""
+class RoundParameters(BaseModel):
+    """What a round is, but for the links: local work, the update's size, variability, availability and
+    over-commitment (the API takes these as query parameters, and the links apart)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -67,9 +68,6 @@ class RoundConfig(BaseModel):
     update_dtype: UpdateDtype = Field(default="fp32", description="the dtype of the update sent up and down")
     update_mb: float | None = Field(default=None, gt=0, le=1e6, allow_inf_nan=False,
                                     description="the update's size in MB (10^6 bytes), instead of parameters x dtype")
-    links: dict[str, Link] = Field(default_factory=dict,
-                                   description="{down_mbps, up_mbps} per target id or device kind (consumer, edge, "
-                                               "datacenter); the rest get their kind's default (understudy/links.py)")
     sigma: float | None = Field(default=None, ge=0, le=3, allow_inf_nan=False,
                                 description="lognormal sigma of a client's round time (default: from the spread)")
     availability: float = Field(default=1.0, gt=0, le=1, description="P(a sampled client is available)")
@@ -78,7 +76,7 @@ class RoundConfig(BaseModel):
                               description="sample ceil(overcommit x K) clients, keep the first K to finish")
 
     @model_validator(mode="after")
-    def _one_amount_of_work(self) -> RoundConfig:
+    def _one_amount_of_work(self) -> RoundParameters:
         if self.local_steps is not None and (self.epochs is not None or self.samples is not None):
             raise ValueError("give local_steps, or epochs with samples, not both")
         if (self.epochs is None) != (self.samples is None):
@@ -105,6 +103,14 @@ class RoundConfig(BaseModel):
     def sampled(self, k: int) -> int:
         """N: how many clients a round of K samples."""
         return max(k, math.ceil(self.overcommit * k - 1e-9))
+
+
+class RoundConfig(RoundParameters):
+    """A round, with the clients' links."""
+
+    links: dict[str, Link] = Field(default_factory=dict,
+                                   description="{down_mbps, up_mbps} per target id or device kind (consumer, edge, "
+                                               "datacenter); the rest get their kind's default (understudy/links.py)")
 
 
 @dataclass(frozen=True)
@@ -166,11 +172,16 @@ def _binomial_tail(n: int, k: int, p: np.ndarray) -> np.ndarray:
     upper = n - k + 1 <= k
     js = np.arange(k, n + 1) if upper else np.arange(0, k)
     log_choose = np.array([math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1) for j in js])
-    with np.errstate(divide="ignore"):
-        log_p, log_q = np.log(p)[:, None], np.log1p(-p)[:, None]
-    terms = np.exp(log_choose[None, :] + np.where(js[None, :] > 0, js[None, :] * log_p, 0.0)
-                   + np.where(n - js[None, :] > 0, (n - js[None, :]) * log_q, 0.0))
-    side = np.clip(terms.sum(axis=1), 0.0, 1.0)
+    side = np.empty_like(p)
+    # In slices of p, so that memory stays at a few MB whatever n is.
+    step = max(1, 2_000_000 // len(js))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for start in range(0, len(p), step):
+            part = p[start:start + step]
+            log_p, log_q = np.log(part)[:, None], np.log1p(-part)[:, None]
+            terms = np.exp(log_choose[None, :] + np.where(js[None, :] > 0, js[None, :] * log_p, 0.0)
+                           + np.where(n - js[None, :] > 0, (n - js[None, :]) * log_q, 0.0))
+            side[start:start + step] = np.clip(terms.sum(axis=1), 0.0, 1.0)
     return side if upper else 1.0 - side
 
 
@@ -218,6 +229,9 @@ class RoundModel:
         self._share = np.array([kind.share for kind in kinds])
         self._nominal = np.array([kind.nominal_s for kind in kinds])
         self._sigma = np.array([kind.sigma for kind in kinds])
+        # E[round] for any K integrates over one grid: F is computed on it once.
+        self._grid_nodes = self._grid()
+        self._cdf_middles = self.cdf((self._grid_nodes[1:] + self._grid_nodes[:-1]) / 2)
 
     # --- the analytic side ------------------------------------------------------------------------------------
 
@@ -252,9 +266,9 @@ class RoundModel:
         p_complete = self.p_complete(k)
         if p_complete <= 0.0:
             return math.inf
-        grid = self._grid()
-        middles = (grid[1:] + grid[:-1]) / 2
-        below = np.sum((p_complete - self.closed_by(k, middles)) * np.diff(grid))
+        grid = self._grid_nodes
+        closed = _binomial_tail(self.config.sampled(k), k, self.config.finish_probability * self._cdf_middles)
+        below = np.sum((p_complete - closed) * np.diff(grid))
         return float((grid[0] * p_complete + below) / p_complete)
 
     def deadline(self, k: int, deadline_s: float) -> DeadlineOutcome:
