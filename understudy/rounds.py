@@ -152,12 +152,12 @@ def _sigma(device: DeviceStep, given: float | None) -> float:
     return math.log1p(device.spread_ms / device.step_ms) / _RANGE_OF_FIVE
 
 
+_erf = np.vectorize(math.erf, otypes=[float])
+
+
 def _phi(x: np.ndarray) -> np.ndarray:
     """The standard normal CDF, elementwise."""
     return 0.5 * (1.0 + _erf(x / math.sqrt(2.0)))
-
-
-_erf = np.vectorize(math.erf, otypes=[float])
 
 
 def _binomial_tail(n: int, k: int, p: np.ndarray) -> np.ndarray:
