@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from understudy.calibration import CalibrationSet, fit_scale
+from understudy.calibration import CalibrationSet, Correction, FitPoint, fit_correction
 from understudy.catalog import TargetSpec
 from understudy.errors import NoGpu, NotCalibrated, UnderstudyError
 from understudy.estimator_info import CALIBRATED_ESTIMATOR, calibrated_version, estimator_info
@@ -25,6 +25,17 @@ from worker.probe import load_nvml, probe_host
 from worker.restrict import reset_clocks
 
 Progress = Callable[[str], None]
+
+
+def measuring_order(setting: HostSetting) -> tuple[bool, float]:
+    """Green contexts first, from the fewest SMs up; the whole GPU (and MPS, a process of its own) after them.
+
+    cudnn.benchmark keeps the algorithm it chose for a shape for the rest of the process, whatever the SMs it was
+    chosen on. One chosen on more SMs can fail to run on fewer: on the H200, a step timed on the whole GPU and then
+    under a 32-SM green context failed with CUDNN_STATUS_EXECUTION_FAILED, while 32 SMs, then 128, then the whole GPU
+    ran (tests/engine/test_gpu.py)."""
+    green = setting.sm_mechanism == "green-context"
+    return (not green, float(setting.sm_count or 0) if green else 0.0)
 
 
 def distinct_settings(plans: Iterable[HostSetting | None]) -> list[tuple[HostSetting, list[HostSetting]]]:
@@ -54,7 +65,7 @@ class Engine:
         else:
             self.nvml = nvml if nvml is not None else load_nvml()
         self.host = host or probe_host(gpu_index, self.nvml)
-        # Fitted calibrations by fit_key(): the scale and the base's predictions of the points. Fitting runs the base
+        # Fitted calibrations by fit_key(): the correction and the base's predictions of the points. Fitting runs the base
         # on every point, so a fit is kept; the service's worker stores them with the calibration across jobs.
         self.fits: dict[str, dict[str, Any]] = {}
         if self.host.has_gpu and self.settings.allow_clock_lock and self.nvml is not None:
@@ -154,7 +165,8 @@ class Engine:
              progress: Progress | None) -> dict[str, dict[str, Any]]:
         """The fit of each (target, calibration), from self.fits or made now: the base predicts every point's workload
         (one Engine.predict per distinct workload, over the targets it calibrates; they share measurements), then
-        fit_scale over (those predictions, the measured times). A fit that fails carries an "error" and is not kept."""
+        fit_correction over (those predictions and their class shares, the measured times). A fit that fails carries an
+        "error" and is not kept."""
         todo = [(target, calibration) for target, calibration in pairs
                 if self.fit_key(calibration, target, base) not in self.fits]
         by_workload: dict[str, tuple[Workload, dict[str, TargetSpec]]] = {}
@@ -180,9 +192,13 @@ class Engine:
                 fits[key] = {"error": f"none of the {len(points)} calibration points of {target.id} could be "
                                       f"predicted by {base.name} ({reasons})"}
                 continue
-            scale = fit_scale([p for p, _ in usable], [m for _, m in usable])
+            correction = fit_correction([
+                FitPoint(predicted_ms=result.latency_ms, measured_ms=point.measured_ms, mode=point.workload.mode,
+                         shares=result.details.get("class_shares"))
+                for result, point in zip(points, calibration.points, strict=True)
+                if result.status == Status.done and result.latency_ms])
             fits[key] = self.fits[key] = {
-                "scale": scale,
+                "correction": correction.model_dump(),
                 "points_used": len(usable),
                 "base_points_ms": [r.latency_ms if r.status == Status.done else None for r in points],
             }
@@ -202,7 +218,7 @@ class Engine:
             return result.model_copy(update={**named, "status": Status.failed, "error": reason, "latency_ms": None,
                                              "median_ms": None, "spread_ms": None, "samples_per_s": None,
                                              "details": details})
-        scale = float(fit["scale"])
+        scale = Correction.model_validate(fit["correction"]).factor(result.details.get("class_shares"), workload.mode)
         latency = (result.latency_ms or 0.0) * scale
         return result.model_copy(update={
             **named,
@@ -241,10 +257,7 @@ class Engine:
             return measurements
         from worker.bench import Bench
 
-        # Green contexts first. On the H200, cuDNN work under a green context failed (CUDNN_STATUS_EXECUTION_FAILED)
-        # in a process that had already run cuDNN on the whole GPU, while processes that ran one green context
-        # after another (the sweep benchmark, `spec` evaluations) did not.
-        todo.sort(key=lambda item: item[0].sm_mechanism != "green-context")
+        todo.sort(key=lambda item: measuring_order(item[0]))
         with Bench(workload, self.host, self.settings, self.gpu_index, self.nvml) as bench:
             for setting, members in todo:
                 if progress:
