@@ -14,7 +14,7 @@ from app.schemas import (ClientKindPublic, DeadlineCurvePublic, PopulationRounds
 from understudy.param_counts import param_count
 from understudy.results import Status
 from understudy.rounds import DeviceStep, RoundConfig, RoundError, RoundModel
-from understudy.store.models import Population, Prediction
+from ledger.models import Population, Prediction
 from understudy.workload import Workload
 
 # The deadline curves: this many deadlines from the fastest to the slowest plausible client (3 sigma either side).

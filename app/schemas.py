@@ -16,7 +16,7 @@ from understudy.populations import PopulationSummary
 from understudy.links import Link
 from understudy.results import HostSetting, Status, TimingMode
 from understudy.rounds import RoundConfig, RoundParameters
-from understudy.store.models import Calibration, Host, Population, Prediction
+from ledger.models import Calibration, Host, Population, Prediction
 from understudy.traces import DEFAULT_OORT_THRESHOLD, MAX_TRACE_CELLS, TraceFormat
 from understudy.workload import Workload
 

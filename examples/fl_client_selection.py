@@ -26,7 +26,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from understudy.client import Client, ClientError, Population, PopulationRounds
+from client import Client, ClientError, Population, PopulationRounds
 
 # The fleet: catalog GPUs by id, and two kinds the catalog does not have, given inline by their specifications.
 FLEET: list[dict] = [

@@ -50,7 +50,7 @@ from flwr.server.client_proxy import ClientProxy
 from flwr.server.criterion import Criterion
 from flwr.server.strategy import FedAvg
 
-from understudy.client import Client, ClientError
+from client import Client, ClientError
 
 MODEL = "test_efficientnet"
 CLASSES = 10

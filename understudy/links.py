@@ -1,15 +1,16 @@
 """Network links of FL clients: the download and upload bandwidth a device kind gets, by default or as given.
 
 A client's round moves the model down and its update up, so its device kind needs a link as well as a GPU. A request
-can give a link per target id or per kind; otherwise the device's kind chooses one of the defaults below. The kind is read from the
-target: a catalog data-center GPU, any other catalog GPU (desktops, laptops, workstations) or an inline spec (the
-phone- and board-class devices the catalog lacks). The defaults and where they come from:
+can give a link per target id or per kind; otherwise the device's kind chooses one of the defaults below. The kind is
+read from the target: a catalog data-center GPU, any other catalog GPU (desktops, laptops, workstations) or an inline
+spec (the phone- and board-class devices the catalog lacks). The defaults, down / up in Mbit/s, and their sources:
 
-| kind | down Mbps | up Mbps | source |
-|---|---|---|---|
-| consumer | 84.33 | 44.10 | Ookla Speedtest Global Index, August 2020: global fixed-broadband averages (TelecomTalk, 2020-09-16, https://telecomtalk.info/india-gains-four-spots-fixed-broadband-index-drops/297716/) |
-| edge | 55.07 | 21.08 | Speedtest Global Index, July 2021: global median mobile download (Telecompetitor, https://www.telecompetitor.com/global-mobile-and-fixed-speeds-accelerating-u-s-not-in-top-10-globally/); Ookla, Q3 2021: global median 5G upload ("Growing and Slowing: The State of 5G Worldwide in 2021") |
-| datacenter | 1000 | 1000 | an assumption, not a measurement: a 1 Gbit/s link between institutions (cross-silo FL) |
+- consumer, 84.33 / 44.10: Ookla Speedtest Global Index, August 2020, global fixed-broadband averages (TelecomTalk,
+  2020-09-16, https://telecomtalk.info/india-gains-four-spots-fixed-broadband-index-drops/297716/).
+- edge, 55.07 / 21.08: Speedtest Global Index, July 2021, global median mobile download (Telecompetitor,
+  https://www.telecompetitor.com/global-mobile-and-fixed-speeds-accelerating-u-s-not-in-top-10-globally/); Ookla,
+  Q3 2021, global median 5G upload ("Growing and Slowing: The State of 5G Worldwide in 2021").
+- datacenter, 1000 / 1000: an assumption, not a measurement: a 1 Gbit/s link between institutions (cross-silo FL).
 
 Megabits are decimal (10^6 bits), as in networking and in APPFL's simulator.
 """

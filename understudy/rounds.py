@@ -22,7 +22,8 @@ With F(t) = sum_d w_d Phi(ln(t / t_d) / sigma_d) the chance that a sampled clien
 
     G_K(t) = P(round closed by t) = P(Binomial(N, q F(t)) >= K)        (= F(t)^K when N = K and q = 1)
     P(complete) = P(Binomial(N, q) >= K)
-    E[round time | complete] = integral_0^inf (P(complete) - G_K(t)) dt / P(complete)   (= E[max of K] when N = K, q = 1)
+    E[round time | complete] = integral_0^inf (P(complete) - G_K(t)) dt / P(complete)
+                                                                          (= E[max of K] when N = K and q = 1)
     deadline d: P(K finish by d) = G_K(d), expected finishers by d = N q F(d)
 
 All torch-free arithmetic (numpy), seeded where it samples (`simulate`).

@@ -17,13 +17,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from understudy.workload import Workload, workload_from_row  # noqa: E402
-from worker.counting import WorkloadCounts  # noqa: E402
-from worker.evaluate import read_rows  # noqa: E402
+from engine.counting import WorkloadCounts  # noqa: E402
+from evaluation.evaluate import read_rows  # noqa: E402
 
 
 def load_counts(workloads: list[Workload], cache: Path | None) -> dict[str, WorkloadCounts | None]:
     """The counts of `workloads` by digest: from the cache where it has them, counted (and added to it) otherwise."""
-    from worker.counting import count_workload
+    from engine.counting import count_workload
 
     known: dict[str, WorkloadCounts | None] = pickle.loads(cache.read_bytes()) if cache and cache.exists() else {}
     missing = [w for w in workloads if w.digest() not in known]
@@ -35,7 +35,7 @@ def load_counts(workloads: list[Workload], cache: Path | None) -> dict[str, Work
 
 
 def _count(workload: Workload) -> tuple[str, WorkloadCounts | None]:
-    from worker.counting import count_workload
+    from engine.counting import count_workload
 
     try:
         return workload.digest(), count_workload(workload)

@@ -38,13 +38,13 @@ from understudy.catalog import TargetSpec, catalog  # noqa: E402
 from understudy.results import HostSetting, Measurement  # noqa: E402
 from understudy.workload import Workload, workload_from_row  # noqa: E402
 from count_cache import load_counts  # noqa: E402
-from worker.counting import WorkloadCounts  # noqa: E402
-from worker.estimators.analytic import EFFICIENCY  # noqa: E402
-from worker.estimators.base import host_spec  # noqa: E402
-from worker.estimators.hostaware import CLASSES, CONSTANTS, HostAwareConstants, HostScaling  # noqa: E402
-from worker.estimators.roofline import Efficiency, L2Reuse  # noqa: E402
-from worker.evaluate import read_rows  # noqa: E402
-from worker.measurement_log import MeasurementLog  # noqa: E402
+from engine.counting import WorkloadCounts  # noqa: E402
+from engine.estimators.analytic import EFFICIENCY  # noqa: E402
+from engine.estimators.base import host_spec  # noqa: E402
+from engine.estimators.hostaware import CLASSES, CONSTANTS, HostAwareConstants, HostScaling  # noqa: E402
+from engine.estimators.roofline import Efficiency, L2Reuse  # noqa: E402
+from evaluation.evaluate import read_rows  # noqa: E402
+from engine.measurement_log import MeasurementLog  # noqa: E402
 
 ROOFLINE = ("tensor", "simt", "memory", "launch_us", "matmul32", "layout", "bytes_per_sm_cycle")
 HOSTAWARE = (*ROOFLINE, "host_tensor", "host_simt", "bandwidth_efficiency", "host_bytes_per_sm_cycle", "l2_fraction",
@@ -189,7 +189,7 @@ class Priced:
         return out
 
     def hostaware(self, constants: HostAwareConstants) -> tuple[np.ndarray, np.ndarray]:
-        """(predicted ms, roofline ms per class) per sample, as worker.estimators.hostaware.blend_factor computes."""
+        """(predicted ms, roofline ms per class) per sample, as engine.estimators.hostaware.blend_factor computes."""
         scaling, reuse = constants.scaling, constants.reuse
         memory = self.kind >= 3
         moved = (self.moved * np.where(self.kind == 4, constants.roofline.layout, 1.0))[memory]

@@ -1,4 +1,4 @@
-"""Score the predicted peak memory (worker.estimators.memory) on timm's OOM back-off, and choose its two allocator
+"""Score the predicted peak memory (engine.estimators.memory) on timm's OOM back-off, and choose its two allocator
 constants on some files while reporting the others.
 
 timm's benchmark starts every inference run at the file's usual batch (1024; 512 in the RTX 4090 channels-last file)
@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from understudy.catalog import catalog  # noqa: E402
 from understudy.workload import workload_from_row  # noqa: E402
-from worker.counting import WorkloadCounts  # noqa: E402
-from worker.estimators.memory import ALLOCATOR, AllocatorModel, fits, predict_memory  # noqa: E402
-from worker.evaluate import read_rows  # noqa: E402
+from engine.counting import WorkloadCounts  # noqa: E402
+from engine.estimators.memory import ALLOCATOR, AllocatorModel, fits, predict_memory  # noqa: E402
+from evaluation.evaluate import read_rows  # noqa: E402
 
 
 def decay_step(batch: int) -> int:

@@ -27,11 +27,11 @@ from count_cache import load_counts  # noqa: E402
 from understudy.catalog import catalog  # noqa: E402
 from understudy.results import HostSetting  # noqa: E402
 from understudy.workload import workload_from_row  # noqa: E402
-from worker.estimators.analytic import EFFICIENCY  # noqa: E402
-from worker.estimators.memory import predict_memory  # noqa: E402
-from worker.estimators.roofline import roofline_ms  # noqa: E402
-from worker.evaluate import read_rows  # noqa: E402
-from worker.measurement_log import MeasurementLog  # noqa: E402
+from engine.estimators.analytic import EFFICIENCY  # noqa: E402
+from engine.estimators.memory import predict_memory  # noqa: E402
+from engine.estimators.roofline import roofline_ms  # noqa: E402
+from evaluation.evaluate import read_rows  # noqa: E402
+from engine.measurement_log import MeasurementLog  # noqa: E402
 
 WORKLOADS = Path(__file__).resolve().parent / "self" / "workloads.csv"
 H200 = "h200-sxm-141-gb"

@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from understudy.client import AsyncClient, Client, InvalidRequest, PopulationRounds
+from client import AsyncClient, Client, InvalidRequest, PopulationRounds
 from understudy.links import Link
 from understudy.rounds import RoundConfig
 
@@ -45,7 +45,7 @@ def test_rounds_and_traces_sync_and_async(live):
 
 
 def test_the_population_command_writes_a_fedscale_trace(live, monkeypatch, tmp_path):
-    from understudy.service_cli import register
+    from cli.service import register
 
     cli = typer.Typer()
     register(cli)

@@ -8,9 +8,9 @@ import pickle
 import shutil
 from pathlib import Path
 
-from live_service import LiveService
+from tests.live_service import LiveService
 
-from understudy.client import Client
+from client import Client
 
 REPO = Path(__file__).resolve().parents[2]
 WORKLOAD = {"model": "resnet18", "mode": "train", "batch_size": 32, "resolution": 224, "precision": "amp-fp16"}

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
-from fakes import make_settings
+from tests.fakes import make_settings
 
 from understudy.calibration import CalibrationPoint, CalibrationSet, FitPoint, fit_correction
 from understudy.catalog import catalog
@@ -16,11 +16,11 @@ from understudy.errors import UnderstudyError
 from understudy.estimator_info import calibrated_version, estimator_info
 from understudy.keys import ANY_HOST
 from understudy.results import HostInfo, Status
-from understudy.store.db import init_sqlite
+from ledger.db import init_sqlite
 from understudy.workload import Workload
-from worker.engine import Engine
-from worker.estimators import get_estimator
-from worker.local import predict_cached
+from engine.engine import Engine
+from engine.estimators import get_estimator
+from cli.local import predict_cached
 
 WORKLOAD = Workload(model="resnet18", mode="infer", batch_size=8, resolution=64, precision="fp32")
 POINTS = [Workload(model="resnet18", mode="infer", batch_size=16, resolution=64, precision="fp32"),

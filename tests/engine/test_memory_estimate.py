@@ -9,9 +9,9 @@ import pytest
 from understudy.catalog import catalog
 from understudy.results import HostInfo
 from understudy.workload import Workload
-from worker.counting import WorkloadCounts, count_workload
-from worker.estimators.analytic import AnalyticEstimator
-from worker.estimators.memory import GIB, AllocatorModel, predict_memory
+from engine.counting import WorkloadCounts, count_workload
+from engine.estimators.analytic import AnalyticEstimator
+from engine.estimators.memory import GIB, AllocatorModel, predict_memory
 
 COUNTS = WorkloadCounts(param_count=1_000_000, buffer_bytes=0.0, input_bytes=0.0, peak_live_bytes=float(GIB))
 MODEL = AllocatorModel(activation_slack=0.1, fixed_gb=0.5)

@@ -8,8 +8,8 @@ import pytest
 
 from understudy.catalog import TargetSpec
 from understudy.workload import Workload
-from worker.counting import WorkloadCounts, count_workload
-from worker.estimators.roofline import Efficiency, roofline_ms
+from engine.counting import WorkloadCounts, count_workload
+from engine.estimators.roofline import Efficiency, roofline_ms
 
 GPU = TargetSpec(id="g", name="g", sm_count=10, boost_clock_mhz=1000, memory_size_gb=8, memory_bandwidth_gbps=1000,
                  fp32_tflops=10, fp16_tensor_tflops=40, bf16_tensor_tflops=40, tf32_tensor_tflops=20)

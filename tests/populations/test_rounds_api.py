@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
-from live_service import LiveService, wait_for
+from tests.live_service import LiveService, wait_for
 
 from understudy.rounds import DeviceStep, RoundConfig, RoundModel
 
