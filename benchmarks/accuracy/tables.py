@@ -45,7 +45,8 @@ def logo_tables(folder: Path) -> None:
     host = sorted(k for k in reports["analytic"]["scores"] if k.startswith("h200-host"))
     if host:
         print()
-        print("| the H200's own rows, analytic with constants chosen on the two GeForce cards alone | rows | MAPE (bias) |")
+        print("| the H200's own rows, analytic with constants chosen on the two GeForce cards alone | rows "
+              "| MAPE (bias) |")
         print("|---|---|---|")
         for name in host:
             score = reports["analytic"]["scores"][name]
@@ -54,7 +55,8 @@ def logo_tables(folder: Path) -> None:
 
 def self_table(folder: Path) -> None:
     report = json.loads((folder / "self" / "self-prediction.json").read_text())
-    print("| set (H200 predicting itself, analytic) | workloads | MAPE | bias | worst | predicted / measured peak memory |")
+    print("| set (H200 predicting itself, analytic) | workloads | MAPE | bias | worst "
+          "| predicted / measured peak memory |")
     print("|---|---|---|---|---|---|")
     for name, score in report.items():
         print(f"| {name} | {score['n']} | {score['mape']:.1f} % | {score['bias']:+.1f} % | {score['worst']} | "
