@@ -24,6 +24,18 @@ from engine.measurement_log import MeasurementLog
 from engine.probe import load_nvml, probe_host
 from engine.restrict import reset_clocks
 
+
+def measuring_order(setting: HostSetting) -> tuple[bool, float]:
+    """Green contexts first, from the fewest SMs up; the whole GPU (and MPS, a process of its own) after them.
+
+    cudnn.benchmark keeps the algorithm it chose for a shape for the rest of the process, whatever the SMs it was
+    chosen on. One chosen on more SMs can fail to run on fewer: on the H200, a step timed on the whole GPU and then
+    under a 32-SM green context failed with CUDNN_STATUS_EXECUTION_FAILED, while 32 SMs, then 128, then the whole GPU
+    ran (tests/engine/test_gpu.py)."""
+    green = setting.sm_mechanism == "green-context"
+    return (not green, float(setting.sm_count or 0) if green else 0.0)
+
+
 def distinct_settings(plans: Iterable[HostSetting | None]) -> list[tuple[HostSetting, list[HostSetting]]]:
     """The distinct settings among `plans`, each with the plans it serves; one is profiled if any of its plans
     asks for a profile (a profiled measurement serves an unprofiled plan too)."""
@@ -51,8 +63,8 @@ class Engine:
         else:
             self.nvml = nvml if nvml is not None else load_nvml()
         self.host = host or probe_host(gpu_index, self.nvml)
-        # Fits the estimators keep between predictions (engine.estimators.calibrated's, by its fit_key); the
-        # service's worker stores them with the calibration across jobs.
+        # Fits the estimators keep between predictions (engine.estimators.calibrated's: the correction and the base's
+        # predictions of the points, by its fit_key); the service's worker stores them with the calibration across jobs.
         self.fits: dict[str, dict[str, Any]] = {}
         if self.host.has_gpu and self.settings.allow_clock_lock and self.nvml is not None:
             # An earlier run may have died holding a lock.
@@ -107,10 +119,7 @@ class Engine:
             return measurements
         from engine.bench import Bench
 
-        # Green contexts first. On the H200, cuDNN work under a green context failed (CUDNN_STATUS_EXECUTION_FAILED)
-        # in a process that had already run cuDNN on the whole GPU, while processes that ran one green context
-        # after another (the sweep benchmark, `spec` evaluations) did not.
-        todo.sort(key=lambda item: item[0].sm_mechanism != "green-context")
+        todo.sort(key=lambda item: measuring_order(item[0]))
         with Bench(workload, self.host, self.settings, self.gpu_index, self.nvml) as bench:
             for setting, members in todo:
                 if progress:

@@ -64,6 +64,10 @@ class StepTimer:
         import torch
 
         torch.backends.cudnn.benchmark = True
+        # The allocator's per-device statistics exist only once CUDA is initialised, and on the whole GPU nothing
+        # has initialised it yet ("Invalid device argument" on the H200 when no green context came first).
+        if torch.cuda.is_available():
+            torch.cuda.init()
         torch.cuda.reset_peak_memory_stats(self.device_index)
         measured: Measurement | None
         try:

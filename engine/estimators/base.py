@@ -22,14 +22,6 @@ Progress = Callable[[str], None]
 # A target's calibration by target id: what the calibrated estimator fits; the others ignore it.
 Calibrations = Mapping[str, CalibrationSet]
 
-# Memory the CUDA context and libraries take beside the workload's own allocations.
-CONTEXT_OVERHEAD_GB = 0.6
-# Share of the host's peak allocation that a smaller card must hold too. The rest is workspace and graph-pool slack:
-# on a host with far more memory, cuDNN's autotuner picks algorithms with large workspaces that a smaller card
-# trades for leaner ones (regnetz_d32 inference at batch 1024 peaked at 52 GB on the H200 and ran on 24 GB cards).
-# Chosen so that no ground-truth row measured on a 24 GB card is called OOM from the H200.
-ESSENTIAL_SHARE = 0.45
-
 
 @dataclass
 class Estimate:
@@ -104,15 +96,26 @@ def scaled(measurement: Measurement, factor: float, details: dict[str, Any]) -> 
     )
 
 
-def unusable(measurement: Measurement | None, target: TargetSpec) -> Estimate | None:
+def out_of_memory(workload: Workload, target: TargetSpec) -> Estimate | None:
+    """An OOM result when the workload's predicted peak memory (engine.estimators.memory) exceeds the target's.
+
+    Every estimator asks the same prediction: a host's own peak is no guide to a smaller card's, since on a host with
+    far more memory cuDNN's autotuner picks algorithms with workspaces a smaller card trades for leaner ones
+    (regnetz_d32 inference at batch 1024 peaked at 52 GB on the H200 and ran on 24 GB cards)."""
+    from engine.counting import counts_for
+    from engine.estimators.memory import fits, predict_memory
+
+    memory = predict_memory(counts_for(workload), workload)
+    if fits(memory, target):
+        return None
+    return Estimate(status="oom", error=f"needs about {memory.total_gb:.1f} GB; {target.name} has "
+                    f"{target.memory_size_gb:g} GB", details=memory.as_details())
+
+
+def unusable(measurement: Measurement | None, target: TargetSpec, workload: Workload) -> Estimate | None:
     """An OOM or failure result when the measurement cannot stand for the target, else None."""
     if measurement is None:
         return Estimate(status="failed", error="no measurement was made")
     if measurement.status != "done":
         return Estimate(status=measurement.status, error=measurement.error)
-    if measurement.peak_memory_gb is not None:
-        needed = measurement.peak_memory_gb * ESSENTIAL_SHARE + CONTEXT_OVERHEAD_GB
-        if needed > target.memory_size_gb:
-            return Estimate(status="oom", error=f"needs about {needed:.1f} GB; {target.name} has "
-                            f"{target.memory_size_gb:g} GB", details={"peak_memory_gb": measurement.peak_memory_gb})
-    return None
+    return out_of_memory(workload, target)

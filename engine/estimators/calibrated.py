@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from understudy.calibration import CalibrationSet, fit_scale
+from understudy.calibration import CalibrationSet, Correction, FitPoint, fit_correction
 from understudy.catalog import TargetSpec
 from understudy.errors import NotCalibrated, UnderstudyError
 from understudy.estimator_info import CALIBRATED_ESTIMATOR, estimator_info
@@ -95,8 +95,8 @@ class CalibratedEstimator(Estimator):
              progress: Progress | None) -> dict[str, dict[str, Any]]:
         """The fit of each (target, calibration), from runner.fits or made now: the base predicts every point's
         workload (one prediction per distinct workload, over the targets it calibrates; they share measurements),
-        then fit_scale over (those predictions, the measured times). A fit that fails carries an "error" and is not
-        kept."""
+        then fit_correction over (those predictions and their class shares, the measured times). A fit that fails
+        carries an "error" and is not kept."""
         todo = [(target, calibration) for target, calibration in pairs
                 if self.fit_key(runner, calibration, target, base) not in runner.fits]
         by_workload: dict[str, tuple[Workload, dict[str, TargetSpec]]] = {}
@@ -122,9 +122,13 @@ class CalibratedEstimator(Estimator):
                 fits[key] = {"error": f"none of the {len(points)} calibration points of {target.id} could be "
                                       f"predicted by {base.name} ({reasons})"}
                 continue
-            scale = fit_scale([p for p, _ in usable], [m for _, m in usable])
+            correction = fit_correction([
+                FitPoint(predicted_ms=result.latency_ms, measured_ms=point.measured_ms, mode=point.workload.mode,
+                         shares=result.details.get("class_shares"))
+                for result, point in zip(points, calibration.points, strict=True)
+                if result.status == Status.done and result.latency_ms])
             fits[key] = runner.fits[key] = {
-                "scale": scale,
+                "correction": correction.model_dump(),
                 "points_used": len(usable),
                 "base_points_ms": [r.latency_ms if r.status == Status.done else None for r in points],
             }
@@ -145,7 +149,7 @@ class CalibratedEstimator(Estimator):
             return result.model_copy(update={**named, "status": Status.failed, "error": reason, "latency_ms": None,
                                              "median_ms": None, "spread_ms": None, "samples_per_s": None,
                                              "details": details})
-        scale = float(fit["scale"])
+        scale = Correction.model_validate(fit["correction"]).factor(result.details.get("class_shares"), workload.mode)
         latency = (result.latency_ms or 0.0) * scale
         return result.model_copy(update={
             **named,

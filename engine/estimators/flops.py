@@ -18,7 +18,7 @@ class FlopsEstimator(Estimator):
 
     def estimate(self, workload: Workload, target: TargetSpec, host: HostInfo,
                  measurement: Measurement | None) -> Estimate:
-        if (bad := unusable(measurement, target)) is not None:
+        if (bad := unusable(measurement, target, workload)) is not None:
             return bad
         assert measurement is not None
         ratio = float(host_spec(host).fp32_tflops or 0) / float(target.fp32_tflops or 1)

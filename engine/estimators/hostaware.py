@@ -8,11 +8,11 @@ only so many bytes in flight per SM (Little's law) and 4.8 TB/s needs more than 
 card, with far less bandwidth per SM, saturates it. So:
 
 1. The host runs the workload unrestricted and profiles one step, splitting device time into tensor-core math,
-   SIMT convolution and everything else (worker.timing.kernel_class).
+   SIMT convolution and everything else (engine.timing.kernel_class).
 2. Host-scaled estimate: each part x (host rate / target rate) of the unit that limits it: tensor-core throughput
    at the workload's precision, FP32 throughput, and for the memory-bound rest the time its DRAM traffic takes at
    the achieved bandwidth min(e x bandwidth, c x SMs x clock). The DRAM traffic is the counted bytes less what L2
-   serves (worker.estimators.roofline.L2Reuse), so a target with a large L2 (an RTX 4090's 72 MB) gains over one
+   serves (engine.estimators.roofline.L2Reuse), so a target with a large L2 (an RTX 4090's 72 MB) gains over one
    with a small L2 (an RTX 3090's 6 MB) what their equal bandwidths would hide.
 3. Roofline estimate: the step's kernels counted on the meta device, priced on the target's specifications.
 4. The prediction is the geometric mean of 2 and 3: two estimates with different errors (the first inherits the
@@ -26,17 +26,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-import numpy as np
+from typing import Any
 
 from understudy.catalog import TargetSpec
 from understudy.estimator_info import estimator_info
 from understudy.results import HostInfo, HostSetting, Measurement
 from understudy.workload import Workload
-from engine.counting import WorkloadCounts
-from engine.estimators.analytic import counts_for
+from engine.counting import WorkloadCounts, counts_for
 from engine.estimators.base import Estimate, Estimator, host_spec, scaled, unusable
-from engine.estimators.roofline import Efficiency, L2Reuse, dram_bytes, roofline_ms
+from engine.estimators.roofline import Efficiency, L2Reuse, dram_bytes, memory_bytes, roofline_ms
 
 
 @dataclass(frozen=True)
@@ -73,7 +71,7 @@ CLASSES = ("tensor", "simt", "other")
 
 
 def achieved_bandwidth_gbps(gpu: TargetSpec, scaling: HostScaling) -> float:
-    issue_limit = scaling.bytes_per_sm_cycle * gpu.sm_count * gpu.boost_clock_mhz / 1e3
+    issue_limit = scaling.bytes_per_sm_cycle * gpu.sm_count * gpu.sustained_clock() / 1e3
     return min(scaling.bandwidth_efficiency * gpu.memory_bandwidth_gbps, issue_limit)
 
 
@@ -81,7 +79,7 @@ def memory_time_ratio(counts: WorkloadCounts, target: TargetSpec, host: TargetSp
                       constants: HostAwareConstants) -> float:
     """Target time / host time of the memory-bound kernels: their DRAM traffic on each GPU at its achieved
     bandwidth."""
-    moved = np.array([moved for kind, _, moved in counts.ops if kind == "memory"], dtype=float)
+    moved = memory_bytes(counts, constants.roofline)
     scaling = constants.scaling
     ratio = achieved_bandwidth_gbps(host, scaling) / achieved_bandwidth_gbps(target, scaling)
     host_bytes = float(dram_bytes(moved, host, constants.reuse).sum())
@@ -95,8 +93,8 @@ def class_ratios(counts: WorkloadCounts, precision: str, target: TargetSpec, hos
     """Target time / host time for each kernel class."""
     scaling = constants.scaling
     return {
-        "tensor": scaling.tensor * host.tensor_tflops(precision) / target.tensor_tflops(precision),
-        "simt": scaling.simt * float(host.fp32_tflops or 1) / float(target.fp32_tflops or 1),
+        "tensor": scaling.tensor * host.sustained_tensor_tflops(precision) / target.sustained_tensor_tflops(precision),
+        "simt": scaling.simt * host.sustained_fp32_tflops() / target.sustained_fp32_tflops(),
         "other": memory_time_ratio(counts, target, host, constants),
     }
 
@@ -110,14 +108,21 @@ def host_scale(kernel_ms: dict[str, float], ratios: dict[str, float]) -> float:
 
 
 def blend_factor(counts: WorkloadCounts, measurement: Measurement, precision: str, target: TargetSpec,
-                 host: TargetSpec, constants: HostAwareConstants) -> tuple[float, dict[str, float]]:
-    """The multiplier from host time to predicted target time, and the two estimates it blends."""
+                 host: TargetSpec, constants: HostAwareConstants) -> tuple[float, dict[str, Any]]:
+    """The multiplier from host time to predicted target time, the two estimates it blends, and each kernel
+    class's share of the prediction (the calibration fits one scale per class)."""
     host_ms = float(measurement.min_ms or 0.0)
     ratios = class_ratios(counts, precision, target, host, constants)
     scaled_ms = host_ms * host_scale(measurement.kernel_ms, ratios)
-    roofline = sum(roofline_ms(counts, target, precision, constants.roofline, constants.reuse).values())
+    by_class = roofline_ms(counts, target, precision, constants.roofline, constants.reuse)
+    roofline = sum(by_class.values())
     predicted = math.sqrt(scaled_ms * roofline)
-    return predicted / host_ms, {"host_scaled_ms": scaled_ms, "roofline_ms": roofline}
+    # The prediction is a geometric mean, so scaling one class's time by s moves it by half that class's share of
+    # each estimate: the class's share of the prediction is the mean of its two shares.
+    total = sum(measurement.kernel_ms.get(name, 0.0) * ratios[name] for name in CLASSES)
+    shares = {name: 0.5 * measurement.kernel_ms.get(name, 0.0) * ratios[name] / total
+              + 0.5 * by_class[name] / roofline for name in CLASSES} if total > 0 and roofline > 0 else None
+    return predicted / host_ms, {"host_scaled_ms": scaled_ms, "roofline_ms": roofline, "class_shares": shares}
 
 
 class HostAwareEstimator(Estimator):
@@ -132,7 +137,7 @@ class HostAwareEstimator(Estimator):
 
     def estimate(self, workload: Workload, target: TargetSpec, host: HostInfo,
                  measurement: Measurement | None) -> Estimate:
-        if (bad := unusable(measurement, target)) is not None:
+        if (bad := unusable(measurement, target, workload)) is not None:
             return bad
         assert measurement is not None
         factor, parts = blend_factor(counts_for(workload), measurement, workload.precision, target, host_spec(host),

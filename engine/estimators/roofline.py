@@ -1,8 +1,13 @@
 """The roofline both `analytic` and `hostaware` price work with: per kernel, the larger of its math time on the
 unit that runs it and its memory time, plus a launch cost; summed by kernel class.
 
-Classes match the host profiler's kernel classes (worker.timing.kernel_class): 'tensor' (tensor-core math),
-'simt' (depthwise convolutions and fp32 matmuls on the plain lanes) and 'other' (everything memory-bound).
+Classes match the host profiler's kernel classes (engine.timing.kernel_class): 'tensor' (tensor-core math),
+'simt' (depthwise convolutions and fp32 matmuls on the plain lanes) and 'other' (everything memory-bound, the NCHW
+layout conversions around tensor-core convolutions included).
+
+Rates are the target's sustained ones (TargetSpec.sustained_*: the clock it holds under its power limit), and each
+unit has its own efficiency: an fp32 GEMM keeps the plain lanes busy (cuBLAS's SGEMM reaches most of FP32 peak),
+a depthwise convolution barely does (it is memory-bound in all but name).
 
 A kernel's bytes need not all come from DRAM: a tensor its producer has just written is still in L2 when it fits.
 `L2Reuse` (optional) says how much of a kernel's traffic L2 can serve; it is what separates an RTX 4090 (72 MB of
@@ -18,7 +23,8 @@ import numpy as np
 from understudy.catalog import TargetSpec
 from engine.counting import WorkloadCounts
 
-CLASS_OF_KIND = {"tensor": "tensor", "matmul32": "simt", "depthwise": "simt", "memory": "other"}
+CLASS_OF_KIND = {"tensor": "tensor", "matmul32": "simt", "depthwise": "simt", "memory": "other", "layout": "other"}
+MEMORY_KINDS = ("memory", "layout")
 
 
 @dataclass(frozen=True)
@@ -26,9 +32,28 @@ class Efficiency:
     """Fractions of peak a kernel class reaches, and a fixed cost per kernel (launch and tail)."""
 
     tensor: float
-    simt: float
+    simt: float  # depthwise and thin grouped convolutions on the plain lanes
     memory: float
     launch_us: float
+    matmul32: float = 0.6  # fp32 GEMMs on the plain lanes (PyTorch keeps fp32 matmuls off TF32 by default)
+    layout: float = 1.0  # share of the counted NCHW<->NHWC conversion bytes a GPU really moves
+    # Bytes a memory-bound kernel keeps in flight per SM and cycle (Little's law): its bandwidth is at most this x SMs
+    # x clock. Binds on a GPU with much bandwidth per SM (an H200's PyTorch kernels reach a third of its 4.8 TB/s);
+    # 0: no such limit.
+    bytes_per_sm_cycle: float = 0.0
+
+    def bandwidth_gbps(self, gpu: TargetSpec) -> float:
+        """The bandwidth a memory-bound kernel reaches on `gpu`: a share of its peak, or the issue limit."""
+        reached = gpu.memory_bandwidth_gbps * self.memory
+        if self.bytes_per_sm_cycle > 0:
+            reached = min(reached, self.bytes_per_sm_cycle * gpu.sm_count * gpu.sustained_clock() / 1e3)
+        return reached
+
+
+def memory_bytes(counts: WorkloadCounts, eff: Efficiency) -> np.ndarray:
+    """The bytes of each memory-bound kernel, layout conversions weighted by how much of them a GPU really moves."""
+    return np.array([moved * (eff.layout if kind == "layout" else 1.0) for kind, _, moved in counts.ops
+                     if kind in MEMORY_KINDS], dtype=float)
 
 
 @dataclass(frozen=True)
@@ -51,16 +76,20 @@ def dram_bytes(moved: np.ndarray, gpu: TargetSpec, reuse: L2Reuse | None) -> np.
 def roofline_ms(counts: WorkloadCounts, gpu: TargetSpec, precision: str, eff: Efficiency,
                 reuse: L2Reuse | None = None) -> dict[str, float]:
     """Milliseconds per class for one step on `gpu`."""
-    tensor_rate = gpu.tensor_tflops(precision) * 1e12 * eff.tensor
-    simt_rate = float(gpu.fp32_tflops or 0) * 1e12 * eff.simt
-    bandwidth = gpu.memory_bandwidth_gbps * 1e9 * eff.memory
+    rate_of_kind = {
+        "tensor": gpu.sustained_tensor_tflops(precision) * 1e12 * eff.tensor,
+        "matmul32": gpu.sustained_fp32_tflops() * 1e12 * eff.matmul32,
+        "depthwise": gpu.sustained_fp32_tflops() * 1e12 * eff.simt,
+    }
+    bandwidth = eff.bandwidth_gbps(gpu) * 1e9
     totals = {"tensor": 0.0, "simt": 0.0, "other": 0.0}
     if not counts.ops:
         return totals
     kinds = [kind for kind, _, _ in counts.ops]
     flops = np.array([flops for _, flops, _ in counts.ops], dtype=float)
-    moved = dram_bytes(np.array([moved for _, _, moved in counts.ops], dtype=float), gpu, reuse)
-    rates = np.array([tensor_rate if kind == "tensor" else simt_rate for kind in kinds])
+    weights = np.array([eff.layout if kind == "layout" else 1.0 for kind in kinds])
+    moved = dram_bytes(np.array([moved for _, _, moved in counts.ops], dtype=float) * weights, gpu, reuse)
+    rates = np.array([rate_of_kind.get(kind, 1.0) for kind in kinds])
     compute = np.divide(flops, rates, out=np.zeros_like(flops), where=flops > 0)
     seconds = np.maximum(compute, moved / bandwidth) + eff.launch_us * 1e-6
     for kind, value in zip(kinds, seconds.tolist(), strict=True):

@@ -46,7 +46,7 @@ class SpecEstimator(Estimator):
 
     def estimate(self, workload: Workload, target: TargetSpec, host: HostInfo,
                  measurement: Measurement | None) -> Estimate:
-        if (bad := unusable(measurement, target)) is not None:
+        if (bad := unusable(measurement, target, workload)) is not None:
             return bad
         assert measurement is not None
         setting = self.plan(workload, target, host)

@@ -270,3 +270,11 @@ def test_mps_daemon_that_cannot_start_fails_every_mps_setting(tmp_path: Path, nv
     assert first.status == "failed"
     assert second.status == "failed"
     assert child_log(tmp_path) == []
+
+
+def test_green_contexts_are_measured_from_the_fewest_sms_up_and_the_whole_gpu_last() -> None:
+    from engine.engine import measuring_order
+
+    settings = [HostSetting(), HostSetting(sm_count=128, sm_mechanism="green-context"),
+                HostSetting(sm_count=32, sm_mechanism="green-context")]
+    assert [s.sm_count for s in sorted(settings, key=measuring_order)] == [32, 128, None]
