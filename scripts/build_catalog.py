@@ -92,7 +92,7 @@ def main(paths: list[str]) -> None:
     rows: list[dict[str, str]] = []
     for path in paths:
         with open(path, newline="") as file:
-            rows += csv.DictReader(file)
+            rows.extend(csv.DictReader(file))
     extra = ["id", "fp16_tensor_tflops", "bf16_tensor_tflops", "tf32_tensor_tflops", "tensor_source",
              "sustained_clock_mhz"]
     clocks = sustained_clocks(rows)

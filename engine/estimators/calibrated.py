@@ -3,8 +3,9 @@ times the user measured on that target (its calibration).
 
 It predicts through the engine (the Runner): the base predicts the workload and every calibration point's workload
 on the same host, sharing measurements, and understudy.calibration fits the correction to (those predictions, the
-measured times). Fitting runs the base on every point, so a fit is kept in runner.fits by fit_key; the service's
-worker stores them with the calibration across jobs. Where it runs is its base's business: its identity names the
+measured times): one scale per kernel class and per mode, from the base's class shares. Fitting runs the base on
+every point, so a fit is kept in runner.fits by fit_key; the service's worker stores them with the calibration
+across jobs. Where it runs is its base's business: its identity names the
 base, the calibration and the base's host.
 """
 
@@ -95,8 +96,8 @@ class CalibratedEstimator(Estimator):
              progress: Progress | None) -> dict[str, dict[str, Any]]:
         """The fit of each (target, calibration), from runner.fits or made now: the base predicts every point's
         workload (one prediction per distinct workload, over the targets it calibrates; they share measurements),
-        then fit_correction over (those predictions and their class shares, the measured times). A fit that fails
-        carries an "error" and is not kept."""
+        then fit_correction over (those predictions and their kernel-class shares, the measured times). A fit that
+        fails carries an "error" and is not kept."""
         todo = [(target, calibration) for target, calibration in pairs
                 if self.fit_key(runner, calibration, target, base) not in runner.fits]
         by_workload: dict[str, tuple[Workload, dict[str, TargetSpec]]] = {}

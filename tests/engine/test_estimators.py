@@ -84,7 +84,8 @@ def test_analytic_ignores_the_host() -> None:
 
 
 def test_analytic_uses_a_user_defined_targets_figures() -> None:
-    slow = TargetSpec(id="slow", name="slow", sm_count=10, boost_clock_mhz=1000, memory_size_gb=8,
+    # Enough SMs that their issue limit does not cap either bandwidth.
+    slow = TargetSpec(id="slow", name="slow", sm_count=128, boost_clock_mhz=2000, memory_size_gb=8,
                       memory_bandwidth_gbps=100)
     fast = slow.model_copy(update={"memory_bandwidth_gbps": 1000.0})
     workload = Workload(model="mobilenetv3_small_050")
