@@ -22,28 +22,29 @@ POINTS = [{"workload": {**WORKLOAD, "batch_size": 16}, "measured_ms": 4.0},
           {"workload": {**WORKLOAD, "batch_size": 32}, "measured_ms": 9.0}]
 
 
-def analytic(workload: dict[str, Any], target: str = "rtx-3090") -> tuple[float, dict[str, float] | None]:
-    """The analytic estimate's latency and its share of time per kernel class."""
+def analytic(workload: dict[str, Any], target: str = "rtx-3090") -> Any:
     from engine.estimators.analytic import AnalyticEstimator
 
     estimate = AnalyticEstimator().estimate(Workload.model_validate(workload), catalog().get(target), HostInfo(), None)
     assert estimate.latency_ms is not None
-    return estimate.latency_ms, estimate.details.get("class_shares")
+    return estimate
 
 
-def analytic_ms(workload: dict[str, Any]) -> float:
-    return analytic(workload)[0]
+def analytic_ms(workload: dict[str, Any], target: str = "rtx-3090") -> float:
+    return float(analytic(workload, target).latency_ms)
 
 
 def fitted(points: list[dict[str, Any]]) -> Correction:
-    """The correction the worker fits to these points of rtx-3090 over the analytic base."""
-    return fit_correction([FitPoint(predicted_ms=analytic(p["workload"])[0], measured_ms=p["measured_ms"],
-                                    mode=Workload.model_validate(p["workload"]).mode, shares=analytic(p["workload"])[1])
-                           for p in points])
+    """The correction the worker fits: analytic's predictions of the points, with their class shares."""
+    estimates = [analytic(point["workload"]) for point in points]
+    return fit_correction([FitPoint(predicted_ms=e.latency_ms, measured_ms=p["measured_ms"],
+                                    mode=Workload.model_validate(p["workload"]).mode, shares=e.details["class_shares"])
+                           for e, p in zip(estimates, points, strict=True)])
 
 
-def expected_scale(points: list[dict[str, Any]], workload: dict[str, Any] = WORKLOAD) -> float:
-    return fitted(points).factor(analytic(workload)[1], Workload.model_validate(workload).mode)
+def fitted_scale(points: list[dict[str, Any]]) -> float:
+    """The calibrated prediction of WORKLOAD over analytic's."""
+    return fitted(points).factor(analytic(WORKLOAD).details["class_shares"], Workload.model_validate(WORKLOAD).mode)
 
 
 def calibrate(client, auth, target: str = "rtx-3090", points: list[dict[str, Any]] | None = None, **extra: Any):
@@ -55,7 +56,7 @@ def calibrated_body(targets: list[Any] | None = None, **workload: Any) -> dict[s
 
 
 def test_a_calibration_is_stored_and_a_calibrated_prediction_is_analytic_times_the_fitted_correction(client, auth,
-                                                                                                     redis):
+                                                                                                      redis):
     stored = calibrate(client, auth)
 
     assert stored.status_code == 201, stored.text
@@ -69,7 +70,7 @@ def test_a_calibration_is_stored_and_a_calibrated_prediction_is_analytic_times_t
     run_queued_jobs(redis)
     polled = client.get(f"/v1/predictions/{created.json()['data'][0]['id']}").json()
 
-    scale = expected_scale(POINTS)
+    scale = fitted_scale(POINTS)
     assert polled["status"] == "done", polled["error"]
     assert polled["estimator"] == "calibrated"
     assert polled["estimator_version"].startswith(estimator_info("calibrated").version + "+")
@@ -107,7 +108,8 @@ def test_a_new_calibration_is_a_new_cache_entry_and_is_the_one_used(client, auth
     new = client.get(f"/v1/predictions/{second.json()['data'][0]['id']}").json()
     assert new["status"] == "done"
     assert new["estimator_version"] != old["estimator_version"]
-    assert new["latency"]["min_ms"] == pytest.approx(analytic_ms(WORKLOAD) * expected_scale(newer))
+    scale = fitted_scale(newer)
+    assert new["latency"]["min_ms"] == pytest.approx(analytic_ms(WORKLOAD) * scale)
 
 
 def test_the_worker_keeps_the_fit_with_the_calibration(client, auth, redis, db: Engine):
@@ -119,8 +121,8 @@ def test_the_worker_keeps_the_fit_with_the_calibration(client, auth, redis, db: 
         (row,) = session.scalars(select(Calibration)).all()
     (fit,) = row.parameters["fits"].values()
     assert fit["points_used"] == 2
-    stored = Correction.model_validate(fit["correction"])
-    assert stored.factor(analytic(WORKLOAD)[1], "infer") == pytest.approx(expected_scale(POINTS))
+    kept = Correction.model_validate(fit["correction"])
+    assert kept.class_log_scales == pytest.approx(fitted(POINTS).class_log_scales)
 
 
 def test_calibrations_are_listed_latest_first(client, auth):
