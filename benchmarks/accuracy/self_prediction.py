@@ -55,7 +55,7 @@ def main() -> None:
                 measured[workload.digest()] = (row, workload, found)
     counts = load_counts([w for _, w, _ in measured.values()], args.counts_cache)
     groups: dict[str, list[dict]] = defaultdict(list)
-    for digest, (_, workload, found) in sorted(measured.items(), key=lambda item: item[1][0]["model"]):
+    for digest, (_row, workload, found) in sorted(measured.items(), key=lambda item: item[1][0]["model"]):
         if counts.get(digest) is None:
             continue
         predicted = sum(roofline_ms(counts[digest], target, workload.precision, EFFICIENCY,

@@ -28,7 +28,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-
 from understudy.catalog import TargetSpec
 from understudy.estimator_info import estimator_info
 from understudy.results import HostInfo, HostSetting, Measurement
