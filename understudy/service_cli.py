@@ -20,9 +20,10 @@ import typer
 from rich.console import Console
 
 from understudy.settings import get_settings
+from understudy.terminal import Command, Group
 
 console = Console(stderr=True)
-keys_cli = typer.Typer(add_completion=False, no_args_is_help=True, help="Create, list and revoke API keys.")
+keys_cli = typer.Typer(cls=Group, add_completion=False, no_args_is_help=True, help="Create, list and revoke API keys.")
 
 ALEMBIC_INI = Path(__file__).resolve().parents[1] / "alembic.ini"
 
@@ -135,7 +136,7 @@ def worker(
     raise typer.Exit(code)
 
 
-@keys_cli.command("create")
+@keys_cli.command("create", cls=Command)
 def keys_create(
     name: Annotated[str, typer.Option("--name", "-n", help="who or what uses the key")] = "default",
 ) -> None:
@@ -149,7 +150,7 @@ def keys_create(
     sys.stdout.write(token + "\n")
 
 
-@keys_cli.command("list")
+@keys_cli.command("list", cls=Command)
 def keys_list() -> None:
     """List API keys (id, name, prefix, created, revoked)."""
     from sqlalchemy import select
@@ -163,7 +164,7 @@ def keys_list() -> None:
             sys.stdout.write(f"{key.id}  {key.prefix}…  {key.name}  {key.created_at:%Y-%m-%d %H:%M}{revoked}\n")
 
 
-@keys_cli.command("revoke")
+@keys_cli.command("revoke", cls=Command)
 def keys_revoke(key: Annotated[str, typer.Argument(help="the key's id or prefix")]) -> None:
     """Revoke an API key."""
     from app.security import revoke_api_key
@@ -289,7 +290,7 @@ def population(
 
 def register(cli: typer.Typer) -> None:
     """Add the service's commands to the main command line."""
-    cli.command()(serve)
-    cli.command()(worker)
+    cli.command(cls=Command)(serve)
+    cli.command(cls=Command)(worker)
     cli.add_typer(keys_cli, name="keys")
-    cli.command()(population)
+    cli.command(cls=Command)(population)

@@ -12,13 +12,19 @@ from typing import Any
 
 from understudy.calibration import CalibrationSet, fit_scale
 from understudy.catalog import TargetSpec
-from understudy.errors import NoGpu, NotCalibrated, UnderstudyError
-from understudy.estimator_info import CALIBRATED_ESTIMATOR, calibrated_version, estimator_info
-from understudy.keys import ANY_HOST
+from understudy.errors import NotCalibrated, UnderstudyError
+from understudy.estimator_info import (
+    CALIBRATED_ESTIMATOR,
+    calibrated_version,
+    default_estimator,
+    estimator_info,
+    no_gpu,
+)
+from understudy.keys import ANY_HOST, calibration_base, identity
 from understudy.results import HostInfo, HostSetting, Measurement, PredictionResult, Status
 from understudy.settings import Settings, get_settings
 from understudy.workload import Workload
-from worker.estimators import DEFAULT_CPU_ESTIMATOR, DEFAULT_GPU_ESTIMATOR, get_estimator
+from worker.estimators import get_estimator
 from worker.estimators.base import Estimator
 from worker.measurement_log import MeasurementLog
 from worker.probe import load_nvml, probe_host
@@ -62,13 +68,12 @@ class Engine:
             reset_clocks(self.nvml, self.nvml.nvmlDeviceGetHandleByIndex(gpu_index))
 
     def default_estimator(self) -> str:
-        return DEFAULT_GPU_ESTIMATOR if self.host.has_gpu else DEFAULT_CPU_ESTIMATOR
+        return default_estimator(self.host.has_gpu)
 
     def estimator(self, name: str | None) -> Estimator:
         estimator = get_estimator(name or self.default_estimator(), self.settings)
         if estimator.needs_gpu and not self.host.has_gpu:
-            raise NoGpu(f"estimator {estimator.name!r} times the workload on an NVIDIA GPU and this machine has "
-                        f"none; use --estimator {DEFAULT_CPU_ESTIMATOR}")
+            raise no_gpu(estimator.name)
         return estimator
 
     def host_key(self, estimator: Estimator) -> str:
@@ -94,22 +99,14 @@ class Engine:
 
     def calibration_base(self, calibration: CalibrationSet | None) -> Estimator:
         """The estimator a calibration corrects: the one it names, else this machine's default."""
-        name = (calibration.base_estimator if calibration is not None else None) or self.default_estimator()
-        if name == CALIBRATED_ESTIMATOR:
-            raise UnderstudyError("a calibration's base estimator cannot be the calibrated estimator itself")
-        return self.estimator(name)
+        return self.estimator(calibration_base(calibration, self.host).name)
 
     def identity(self, estimator_name: str | None, target: TargetSpec,
                  calibrations: Mapping[str, CalibrationSet] | None = None) -> tuple[str, str, str]:
         """(estimator, version, host key) that a prediction for this target records: what its cache key is made of.
         For the calibrated estimator the version names the base and the target's calibration, and the host is the
         base's."""
-        estimator = self.estimator(estimator_name)
-        if estimator.name != CALIBRATED_ESTIMATOR:
-            return estimator.name, estimator.version, self.host_key(estimator)
-        calibration = (calibrations or {}).get(target.id)
-        base = self.calibration_base(calibration)
-        return estimator.name, self._calibrated_version(base, calibration), self.host_key(base)
+        return identity(estimator_name, target, self.host, self.settings, calibrations)
 
     def fit_key(self, calibration: CalibrationSet, target: TargetSpec, base: Estimator) -> str:
         """What a fit depends on: the points, the target, the base estimator@version and the host it measured on."""

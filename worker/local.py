@@ -1,26 +1,50 @@
-"""One-shot predictions in-process with a store cache: what `understudy predict` runs, no server needed."""
+"""One-shot predictions in-process with a store cache: what `understudy predict` runs, no server needed.
+
+The store is looked up before anything heavy is imported. A cache key needs only the host's identity, which
+worker.probe remembers from the last probe, so an answer that is all in the cache costs no torch import (under a
+second, process start included: benchmarks/cli/). A miss builds the engine (torch, a fresh host probe) and measures
+the missing targets together.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine as DbEngine
 
 from understudy.calibration import CalibrationSet
 from understudy.catalog import TargetSpec
-from understudy.keys import cache_key
-from understudy.results import PredictionResult, Status
+from understudy.keys import cache_key, identity
+from understudy.results import HostInfo, PredictionResult, Status
+from understudy.settings import Settings
 from understudy.store.db import session_scope
 from understudy.store.predictions import apply_result, get_by_key, new_row, to_result
 from understudy.workload import Workload
-from worker.engine import Engine, Progress
+from worker import probe
+
+if TYPE_CHECKING:
+    from worker.engine import Engine, Progress
+
+Rows = list[tuple[PredictionResult, bool]]
+
+
+def lookup(db: DbEngine, keys: list[str]) -> dict[str, PredictionResult]:
+    """The final, usable results stored under these keys (a failed one is asked again)."""
+    found: dict[str, PredictionResult] = {}
+    with session_scope(db) as session:
+        for key in keys:
+            row = get_by_key(session, key)
+            if row is not None and Status(row.status).final and row.status != Status.failed:
+                found[key] = to_result(row)
+    return found
 
 
 def predict_cached(engine: Engine, db: DbEngine, workload: Workload, targets: list[TargetSpec],
                    estimator_name: str | None = None,
                    progress: Progress | None = None,
-                   calibrations: Mapping[str, CalibrationSet] | None = None) -> list[tuple[PredictionResult, bool]]:
+                   calibrations: Mapping[str, CalibrationSet] | None = None) -> Rows:
     """(result, served from cache) per target; misses are measured together and stored. `calibrations` (by target
     id) are for the calibrated estimator; its cache keys name each target's calibration."""
     name = engine.estimator(estimator_name).name
@@ -28,12 +52,7 @@ def predict_cached(engine: Engine, db: DbEngine, workload: Workload, targets: li
     keys = [cache_key(workload, t, name, version, host_key) for t, (_, version, host_key)
             in zip(targets, identities, strict=True)]
     extra: dict[str, Any] = {"calibrations": calibrations} if calibrations is not None else {}
-    found: dict[str, PredictionResult] = {}
-    with session_scope(db) as session:
-        for key in keys:
-            row = get_by_key(session, key)
-            if row is not None and Status(row.status).final and row.status != Status.failed:
-                found[key] = to_result(row)
+    found = lookup(db, keys)
     missing = [t for t, k in zip(targets, keys, strict=True) if k not in found]
     fresh = dict(zip([k for k in keys if k not in found],
                      engine.predict(workload, missing, name, progress, **extra) if missing else [], strict=True))
@@ -45,3 +64,58 @@ def predict_cached(engine: Engine, db: DbEngine, workload: Workload, targets: li
                 apply_result(row, fresh[key])
                 session.add(row)
     return [(found[k], True) if k in found else (fresh[k], False) for k in keys]
+
+
+class LocalPredictor:
+    """`understudy predict` on this machine's GPU `gpu_index` (or without one), cache first."""
+
+    def __init__(self, settings: Settings, db: DbEngine, gpu_index: int = 0) -> None:
+        self.settings = settings
+        self.db = db
+        self.gpu_index = gpu_index
+        self.nvml = probe.load_nvml()
+        self.probe_file = Path(settings.cache_dir) / "hosts" / f"gpu{gpu_index}.json"
+        self._host = probe.remembered_host(self.probe_file, gpu_index, self.nvml)
+        self._engine: Engine | None = None
+
+    @property
+    def host(self) -> HostInfo:
+        """The host: as remembered, else probed now (which builds the engine, and so imports torch)."""
+        return self._host if self._host is not None else self.engine().host
+
+    @property
+    def imported_engine(self) -> bool:
+        """Whether answering needed the engine (torch); False when everything came from the cache."""
+        return self._engine is not None
+
+    def engine(self) -> Engine:
+        if self._engine is None:
+            from worker.engine import Engine
+
+            self._engine = Engine(self.settings, gpu_index=self.gpu_index, nvml=self.nvml)
+            self._host = self._engine.host
+            probe.remember_host(self.probe_file, self.gpu_index, self.nvml, self._host)
+        return self._engine
+
+    def cached(self, workload: Workload, targets: list[TargetSpec], estimator_name: str | None = None,
+               calibrations: Mapping[str, CalibrationSet] | None = None) -> Rows | None:
+        """Every target's answer from the store, without the engine; None unless all of them are there."""
+        if self._host is None:
+            return None
+        keys = [cache_key(workload, target, *identity(estimator_name, target, self._host, self.settings,
+                                                      calibrations))
+                for target in targets]
+        found = lookup(self.db, keys)
+        if len(found) < len(set(keys)):
+            return None
+        return [(found[key], True) for key in keys]
+
+    def predict(self, workload: Workload, targets: list[TargetSpec], estimator_name: str | None = None,
+                progress: Progress | None = None,
+                calibrations: Mapping[str, CalibrationSet] | None = None) -> Rows:
+        """(result, served from cache) per target: from the store alone when it holds them all, else through the
+        engine, which measures what is missing."""
+        rows = self.cached(workload, targets, estimator_name, calibrations)
+        if rows is not None:
+            return rows
+        return predict_cached(self.engine(), self.db, workload, targets, estimator_name, progress, calibrations)
