@@ -57,7 +57,6 @@ def predict(
     from pydantic import ValidationError
 
     from understudy.calibration import CalibrationSet
-    from understudy.store.db import init_sqlite
     from understudy.workload import Workload
     from worker.local import LocalPredictor
 
@@ -78,7 +77,7 @@ def predict(
             calibrations = {resolve_target(name).id: CalibrationSet.model_validate(points)
                             for name, points in given.items()}
         with third_party_warnings(verbose):
-            local = LocalPredictor(settings, init_sqlite(database_url or settings.database_url), gpu_index=gpu)
+            local = LocalPredictor(settings, database_url or settings.database_url, gpu_index=gpu)
             host = local.host
             if not host.has_gpu and estimator is None:
                 console.print(f"[yellow]{host.note}[/yellow]; using the analytic estimator")

@@ -2,8 +2,8 @@
 
 The store is looked up before anything heavy is imported. A cache key needs only the host's identity, which
 worker.probe remembers from the last probe, so an answer that is all in the cache costs no torch import (under a
-second, process start included: benchmarks/cli/). A miss builds the engine (torch, a fresh host probe) and measures
-the missing targets together.
+second, process start included: benchmarks/cli/), and a SQLite cache is read without SQLAlchemy. A miss builds the
+engine (torch, a fresh host probe) and measures the missing targets together.
 """
 
 from __future__ import annotations
@@ -12,19 +12,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine as DbEngine
-
 from understudy.calibration import CalibrationSet
 from understudy.catalog import TargetSpec
 from understudy.keys import cache_key, identity
 from understudy.results import HostInfo, PredictionResult, Status
 from understudy.settings import Settings
-from understudy.store.db import session_scope
-from understudy.store.predictions import apply_result, get_by_key, new_row, to_result
+from understudy.store.sqlite_cache import lookup_sqlite, sqlite_path
 from understudy.workload import Workload
 from worker import probe
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine as DbEngine
+
     from worker.engine import Engine, Progress
 
 Rows = list[tuple[PredictionResult, bool]]
@@ -32,6 +31,9 @@ Rows = list[tuple[PredictionResult, bool]]
 
 def lookup(db: DbEngine, keys: list[str]) -> dict[str, PredictionResult]:
     """The final, usable results stored under these keys (a failed one is asked again)."""
+    from understudy.store.db import session_scope
+    from understudy.store.predictions import get_by_key, to_result
+
     found: dict[str, PredictionResult] = {}
     with session_scope(db) as session:
         for key in keys:
@@ -47,6 +49,9 @@ def predict_cached(engine: Engine, db: DbEngine, workload: Workload, targets: li
                    calibrations: Mapping[str, CalibrationSet] | None = None) -> Rows:
     """(result, served from cache) per target; misses are measured together and stored. `calibrations` (by target
     id) are for the calibrated estimator; its cache keys name each target's calibration."""
+    from understudy.store.db import session_scope
+    from understudy.store.predictions import apply_result, get_by_key, new_row
+
     name = engine.estimator(estimator_name).name
     identities = [engine.identity(name, t, calibrations) for t in targets]
     keys = [cache_key(workload, t, name, version, host_key) for t, (_, version, host_key)
@@ -67,11 +72,13 @@ def predict_cached(engine: Engine, db: DbEngine, workload: Workload, targets: li
 
 
 class LocalPredictor:
-    """`understudy predict` on this machine's GPU `gpu_index` (or without one), cache first."""
+    """`understudy predict` on this machine's GPU `gpu_index` (or without one), cache first: a SQLite cache is read
+    with sqlite3 alone (understudy.store.sqlite_cache), and SQLAlchemy, torch and the engine come in only for what
+    the cache does not hold."""
 
-    def __init__(self, settings: Settings, db: DbEngine, gpu_index: int = 0) -> None:
+    def __init__(self, settings: Settings, database_url: str, gpu_index: int = 0) -> None:
         self.settings = settings
-        self.db = db
+        self.database_url = database_url
         self.gpu_index = gpu_index
         self.nvml = probe.load_nvml()
         self.probe_file = Path(settings.cache_dir) / "hosts" / f"gpu{gpu_index}.json"
@@ -97,6 +104,12 @@ class LocalPredictor:
             probe.remember_host(self.probe_file, self.gpu_index, self.nvml, self._host)
         return self._engine
 
+    def store(self) -> DbEngine:
+        """The cache database through SQLAlchemy (a SQLite file is created with its tables on first use)."""
+        from understudy.store.db import init_sqlite
+
+        return init_sqlite(self.database_url)
+
     def cached(self, workload: Workload, targets: list[TargetSpec], estimator_name: str | None = None,
                calibrations: Mapping[str, CalibrationSet] | None = None) -> Rows | None:
         """Every target's answer from the store, without the engine; None unless all of them are there."""
@@ -105,7 +118,8 @@ class LocalPredictor:
         keys = [cache_key(workload, target, *identity(estimator_name, target, self._host, self.settings,
                                                       calibrations))
                 for target in targets]
-        found = lookup(self.db, keys)
+        path = sqlite_path(self.database_url)
+        found = lookup_sqlite(path, keys) if path is not None else lookup(self.store(), keys)
         if len(found) < len(set(keys)):
             return None
         return [(found[key], True) for key in keys]
@@ -118,4 +132,4 @@ class LocalPredictor:
         rows = self.cached(workload, targets, estimator_name, calibrations)
         if rows is not None:
             return rows
-        return predict_cached(self.engine(), self.db, workload, targets, estimator_name, progress, calibrations)
+        return predict_cached(self.engine(), self.store(), workload, targets, estimator_name, progress, calibrations)

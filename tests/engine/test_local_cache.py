@@ -12,11 +12,13 @@ from fakes import FakeNvml, FakeTimer, RestrictionRecorder, h200_host, make_sett
 from sqlalchemy import Engine as Database
 
 from understudy.catalog import TargetSpec, catalog
+from understudy.keys import cache_key, identity
 from understudy.results import Measurement, PredictionResult
 from understudy.store.db import init_sqlite
+from understudy.store.sqlite_cache import lookup_sqlite
 from understudy.workload import Workload
 from worker.engine import Engine, Progress
-from worker.local import predict_cached
+from worker.local import lookup, predict_cached
 
 WORKLOAD = Workload(model="test_vit", mode="infer")
 
@@ -87,3 +89,38 @@ def test_measured_prediction_is_not_served_to_another_host(db: Database, monkeyp
     predict_cached(first_host, db, WORKLOAD, [catalog().get("t4")], "spec")
     ((_, cached),) = predict_cached(other_host, db, WORKLOAD, [catalog().get("t4")], "spec")
     assert not cached
+
+
+# --- the torch-free lookup `understudy predict` answers a cached request with ------------------------------------
+
+def keys_of(engine: Engine, targets: list[TargetSpec], estimator: str | None = None) -> list[str]:
+    return [cache_key(WORKLOAD, t, *engine.identity(estimator, t)) for t in targets]
+
+
+def test_sqlite_lookup_reads_what_the_store_wrote(db: Database, tmp_path: Path, cpu_engine: CountingEngine) -> None:
+    targets = [catalog().get("t4"), catalog().get("l4")]
+    predict_cached(cpu_engine, db, WORKLOAD, targets)
+    keys = keys_of(cpu_engine, targets)
+    assert lookup_sqlite(tmp_path / "cache.sqlite", keys) == lookup(db, keys)
+    assert set(lookup_sqlite(tmp_path / "cache.sqlite", keys)) == set(keys)
+
+
+def test_sqlite_lookup_leaves_out_a_failed_prediction(db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      recorder: RestrictionRecorder) -> None:
+    monkeypatch.setattr("worker.timing.StepTimer", FakeTimer(result=Measurement(status="failed", error="busy")))
+    engine = Engine(make_settings(), nvml=FakeNvml(), host=h200_host())
+    predict_cached(engine, db, WORKLOAD, [catalog().get("t4")], "spec")
+    assert lookup_sqlite(tmp_path / "cache.sqlite", keys_of(engine, [catalog().get("t4")], "spec")) == {}
+
+
+def test_sqlite_lookup_of_a_file_not_yet_made_finds_nothing(tmp_path: Path) -> None:
+    assert lookup_sqlite(tmp_path / "none.sqlite", ["a" * 64]) == {}
+    assert not (tmp_path / "none.sqlite").exists()
+
+
+def test_cache_keys_need_no_engine(cpu_engine: CountingEngine) -> None:
+    """understudy.keys.identity, which `predict` uses before building an engine, is what the engine records."""
+    for target in (catalog().get("t4"), catalog().get("l4")):
+        assert identity(None, target, cpu_engine.host, cpu_engine.settings) == cpu_engine.identity(None, target)
+    gpu = Engine(make_settings(), nvml=FakeNvml(), host=h200_host())
+    assert identity("spec", catalog().get("t4"), gpu.host, gpu.settings) == gpu.identity("spec", catalog().get("t4"))

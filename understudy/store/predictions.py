@@ -8,7 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from understudy.catalog import TargetSpec
-from understudy.results import PredictionResult, Status
+from understudy.results import RESULT_COLUMNS, PredictionResult, Status
 from understudy.store.models import Prediction, utcnow
 from understudy.workload import Workload
 
@@ -55,22 +55,4 @@ def apply_result(row: Prediction, result: PredictionResult) -> None:
 
 
 def to_result(row: Prediction) -> PredictionResult:
-    from understudy.results import HostSetting
-
-    return PredictionResult(
-        workload_digest=row.workload_digest,
-        target_id=row.target_id,
-        estimator=row.estimator,
-        estimator_version=row.estimator_version,
-        status=Status(row.status),
-        latency_ms=row.latency_ms,
-        median_ms=row.median_ms,
-        spread_ms=row.spread_ms,
-        samples_per_s=row.samples_per_s,
-        host_setting=HostSetting.model_validate(row.host_setting) if row.host_setting else None,
-        timing_mode=row.timing_mode or "none",  # type: ignore[arg-type]
-        host_fingerprint=row.host_fingerprint or row.host_class,
-        host_name=row.host_name,
-        error=row.error,
-        details=row.details or {},
-    )
+    return PredictionResult.from_columns({name: getattr(row, name) for name in RESULT_COLUMNS})
