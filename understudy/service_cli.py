@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from understudy.settings import get_settings
 from understudy.terminal import Command, Group
@@ -30,19 +32,34 @@ ALEMBIC_INI = Path(__file__).resolve().parents[1] / "alembic.ini"
 
 @contextmanager
 def _store_errors() -> Iterator[None]:
-    """Database trouble as one readable line instead of a traceback."""
+    """Database trouble as one line that says what to do (no role, no database, not migrated...), not a traceback."""
     from sqlalchemy.exc import OperationalError, ProgrammingError
+
+    from understudy.store.db import NOT_MIGRATED, connection_problem
 
     try:
         yield
     except ProgrammingError as exc:
         if type(exc.orig).__name__ != "UndefinedTable":
             raise
-        console.print("[red]error:[/red] the database has no Understudy tables yet: run `alembic upgrade head`")
+        console.print(f"[red]error:[/red] {NOT_MIGRATED}")
         raise typer.Exit(1) from None
     except OperationalError as exc:
-        console.print(f"[red]error:[/red] cannot reach the database (DATABASE_URL): {str(exc.orig).strip()}")
+        console.print(f"[red]error:[/red] {escape(connection_problem(get_settings().database_url, exc))}")
         raise typer.Exit(1) from None
+
+
+def _service_database() -> str:
+    """DATABASE_URL, which for the service's commands must name PostgreSQL: without it they would quietly use the
+    one-shot CLI's SQLite cache, which holds no keys and no workers."""
+    url = get_settings().database_url
+    if url.startswith("sqlite"):
+        given = "is not set" if "DATABASE_URL" not in os.environ else f"names a SQLite file ({url})"
+        console.print("[red]error:[/red] " + escape(
+            f"DATABASE_URL {given}: the service keeps its keys, predictions and workers in PostgreSQL; export "
+            'DATABASE_URL=postgresql://ROLE:PASSWORD@HOST:5432/DATABASE (README, "Running the service")'))
+        raise typer.Exit(2)
+    return url
 
 
 @contextmanager
@@ -61,11 +78,14 @@ def _logging(level: str) -> None:
 
 
 def migrate(database_url: str, wait_s: float = 60.0) -> None:
-    """Wait for the database, then bring its schema to the newest migration (alembic upgrade head)."""
+    """Wait for the database, then bring its schema to the newest migration (alembic upgrade head). A database that
+    answers but refuses (no such role or database, a wrong password) is an error at once: waiting will not help."""
     from alembic import command
     from alembic.config import Config
     from sqlalchemy import create_engine, text
     from sqlalchemy.exc import OperationalError
+
+    from understudy.store.db import connection_problem, server_unreachable
 
     deadline = time.monotonic() + wait_s
     engine = create_engine(database_url)
@@ -75,8 +95,11 @@ def migrate(database_url: str, wait_s: float = 60.0) -> None:
                 connection.execute(text("SELECT 1"))
             break
         except OperationalError as exc:
+            if not server_unreachable(exc):
+                raise typer.BadParameter(connection_problem(database_url, exc)) from None
             if time.monotonic() > deadline:
-                raise typer.BadParameter(f"the database did not answer within {wait_s:g} s: {exc}") from None
+                raise typer.BadParameter(f"the database did not answer within {wait_s:g} s: "
+                                         f"{connection_problem(database_url, exc)}") from None
             time.sleep(1)
     engine.dispose()
     config = Config(str(ALEMBIC_INI))
@@ -98,9 +121,10 @@ def serve(
     import uvicorn
 
     settings = get_settings()
+    database_url = _service_database()
     _logging(log_level)
     if run_migrations:
-        migrate(settings.database_url)
+        migrate(database_url)
     uvicorn.run("app.main:app", host=host or settings.api_host, port=port or settings.api_port, workers=workers,
                 log_level=log_level, proxy_headers=True)
 
@@ -120,6 +144,7 @@ def worker(
     from worker.main import WorkerError, healthcheck, run_worker
 
     settings = get_settings()
+    _service_database()
     index = settings.worker_gpu if gpu < 0 else gpu
     if check:
         with _store_errors(), _redis_errors():
@@ -144,7 +169,7 @@ def keys_create(
     from app.security import create_api_key
     from understudy.store.db import get_engine, session_scope
 
-    with _store_errors(), session_scope(get_engine(get_settings().database_url)) as session:
+    with _store_errors(), session_scope(get_engine(_service_database())) as session:
         key, token = create_api_key(session=session, name=name)
         console.print(f"created key {key.id} ({name}); send it as the X-API-Key header. It is shown only now:")
     sys.stdout.write(token + "\n")
@@ -158,7 +183,7 @@ def keys_list() -> None:
     from understudy.store.db import get_engine, session_scope
     from understudy.store.models import ApiKey
 
-    with _store_errors(), session_scope(get_engine(get_settings().database_url)) as session:
+    with _store_errors(), session_scope(get_engine(_service_database())) as session:
         for key in session.scalars(select(ApiKey).order_by(ApiKey.created_at)):
             revoked = f" revoked {key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else ""
             sys.stdout.write(f"{key.id}  {key.prefix}…  {key.name}  {key.created_at:%Y-%m-%d %H:%M}{revoked}\n")
@@ -170,7 +195,7 @@ def keys_revoke(key: Annotated[str, typer.Argument(help="the key's id or prefix"
     from app.security import revoke_api_key
     from understudy.store.db import get_engine, session_scope
 
-    with _store_errors(), session_scope(get_engine(get_settings().database_url)) as session:
+    with _store_errors(), session_scope(get_engine(_service_database())) as session:
         count = revoke_api_key(session=session, key_id_or_prefix=key)
     if not count:
         console.print(f"[red]error:[/red] no live key {key!r}")

@@ -31,7 +31,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from understudy.dispatch import WORKER_TOKEN_PREFIX, reconcile
+from understudy.dispatch import reconcile, worker_token
 from understudy.queues import CPU_QUEUE, ENV_WORKER_PID, ENV_WORKER_TOKEN, alive_key, gpu_lock_key, host_id
 from understudy.results import HostInfo
 from understudy.settings import Settings
@@ -57,9 +57,11 @@ def probe_child(gpu_index: int) -> None:
 
     nvml = load_nvml()
     host = probe_host(gpu_index, nvml)
+    # Only what this host can run: a worker without a GPU serves the estimators that need none.
     estimators = {}
     for name, cls in ESTIMATORS.items():
-        estimators[name] = {"version": get_estimator(name).version, "needs_gpu": bool(cls.needs_gpu)}
+        if host.has_gpu or not cls.needs_gpu:
+            estimators[name] = {"version": get_estimator(name).version, "needs_gpu": bool(cls.needs_gpu)}
     gpu_uuid = None
     if nvml is not None and host.has_gpu:
         raw = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(gpu_index))
@@ -263,7 +265,7 @@ def run_worker(settings: Settings, gpu_index: int, *, burst: bool = False, wait_
     if not host.has_gpu:
         log.warning("%s: serving only estimators that need no GPU (queue %r)", host.note or "no GPU", CPU_QUEUE)
     slot = host_id(settings.host_name, gpu_index)
-    token = f"{WORKER_TOKEN_PREFIX}{slot}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    token = worker_token(slot, os.getpid(), uuid.uuid4().hex[:6])
     lock = GpuLock(redis, probed.gpu_uuid or slot, token, settings.lock_ttl_s)
     if not lock.acquire(wait_s):
         raise WorkerError(f"GPU {probed.gpu_uuid or slot} ({slot}) is held by another worker")
@@ -278,7 +280,7 @@ def run_worker(settings: Settings, gpu_index: int, *, burst: bool = False, wait_
                            ENV_WORKER_PID: str(os.getpid()), ENV_MPS_DIR: str(mps_dir(settings, gpu_index))})
         worker = UnderstudyWorker(queues, connection=redis, name=token)
         info = {**host.model_dump(mode="json"), "estimators": probed.estimators, "host_name": settings.host_name,
-                "gpu_index": gpu_index, "gpu_uuid": probed.gpu_uuid, "lock": lock.keys[0], "worker": token,
+                "gpu_index": gpu_index, "gpu_uuid": probed.gpu_uuid, "lock": lock.keys[0], "lock_token": token,
                 "queues": queues, "pid": os.getpid()}
         # On a lost lock: rq's warm shutdown (finish the current job, then stop), a signal handler of the main thread.
         heartbeat = Heartbeat(settings, db, redis, lock, slot, register=lambda: register_host(db, slot, host, info),
@@ -311,6 +313,6 @@ def healthcheck(settings: Settings, gpu_index: int) -> tuple[bool, str]:
         return False, f"{slot}: last heartbeat {age:.0f} s ago"
     redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=2)
     holder = redis.get(info.get("lock") or gpu_lock_key(slot))
-    if holder is None or holder.decode() != info.get("worker"):
+    if holder is None or holder.decode() != info.get("lock_token"):
         return False, f"{slot}: the worker does not hold its GPU lock"
     return True, f"{slot}: ok (heartbeat {age:.0f} s ago)"
