@@ -76,14 +76,14 @@ def predict(
                 _fail(f"{calibration}: expected an object of calibrations by target")
             calibrations = {resolve_target(name).id: CalibrationSet.model_validate(points)
                             for name, points in given.items()}
-        with third_party_warnings(verbose):
+        with third_party_warnings(verbose), Steps(console) as steps:
+            steps("looking up the cache")
             local = LocalPredictor(settings, database_url or settings.database_url, gpu_index=gpu)
-            host = local.host
-            if not host.has_gpu and estimator is None:
-                console.print(f"[yellow]{host.note}[/yellow]; using the analytic estimator")
-            with Steps(console) as steps:
-                steps("looking up the cache")
-                rows = local.predict(workload, specs, estimator, progress=steps, calibrations=calibrations)
+            if not local.remembers_host:
+                steps("loading torch and probing this machine's GPU")
+            if not local.host.has_gpu and estimator is None:
+                console.print(f"[yellow]{local.host.note}[/yellow]; using the analytic estimator")
+            rows = local.predict(workload, specs, estimator, progress=steps, calibrations=calibrations)
             host = local.host
     except ValidationError as exc:
         _fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))

@@ -91,9 +91,9 @@ class LocalPredictor:
         return self._host if self._host is not None else self.engine().host
 
     @property
-    def imported_engine(self) -> bool:
-        """Whether answering needed the engine (torch); False when everything came from the cache."""
-        return self._engine is not None
+    def remembers_host(self) -> bool:
+        """Whether the host is known without probing it (and so without torch)."""
+        return self._host is not None
 
     def engine(self) -> Engine:
         if self._engine is None:
@@ -132,4 +132,9 @@ class LocalPredictor:
         rows = self.cached(workload, targets, estimator_name, calibrations)
         if rows is not None:
             return rows
-        return predict_cached(self.engine(), self.store(), workload, targets, estimator_name, progress, calibrations)
+        if progress and self._engine is None:
+            progress("loading torch and timm")
+        engine = self.engine()
+        if progress:
+            progress(f"predicting {workload.label} on {len(targets)} target(s)")
+        return predict_cached(engine, self.store(), workload, targets, estimator_name, progress, calibrations)
