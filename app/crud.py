@@ -21,16 +21,16 @@ from app.errors import Conflict, FieldError
 from app.schemas import CalibrationCreate, PopulationCreate, PredictionCreate
 from understudy.calibration import CalibrationSet
 from understudy.catalog import InlineTarget, TargetSpec, resolve_target
-from understudy.dispatch import enqueue, new_job_id
+from ledger.dispatch import enqueue, new_job_id
 from understudy.estimator_info import (CALIBRATED_ESTIMATOR, DEFAULT_CPU_ESTIMATOR, DEFAULT_GPU_ESTIMATOR,
                                        calibrated_version, estimator_info, estimator_version)
 from understudy.keys import ANY_HOST, cache_key
 from understudy.populations import DeviceLatency, ExcludedDevice, PopulationSummary, summarize
-from understudy.queues import CPU_QUEUE, is_gpu_queue
+from ledger.queues import CPU_QUEUE, is_gpu_queue
 from understudy.results import Status
 from understudy.settings import Settings
-from understudy.store.models import ApiKey, Calibration, Host, Population, Prediction, new_id, utcnow
-from understudy.store.predictions import new_row
+from ledger.models import ApiKey, Calibration, Host, Population, Prediction, new_id, utcnow
+from ledger.predictions import new_row
 from understudy.workload import Workload
 
 CACHED_STATES = (Status.done.value, Status.oom.value)

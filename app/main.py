@@ -17,7 +17,7 @@ from app.api.main import api_router
 from app.core.config import get_settings
 from app.core.db import db_engine, redis_for
 from app.limits import BodySizeLimit, WriteRateLimit
-from understudy.dispatch import reconcile
+from ledger.dispatch import reconcile
 
 log = logging.getLogger("understudy.api")
 

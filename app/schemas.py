@@ -10,12 +10,12 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Fiel
 
 from understudy.calibration import CalibrationPoint
 from understudy.catalog import InlineTarget, TargetSpec, catalog
-from understudy.dispatch import worker_slot
+from ledger.dispatch import worker_slot
 from understudy.errors import UnknownEstimator, UnknownTarget
 from understudy.estimator_info import CALIBRATED_ESTIMATOR, estimator_info
 from understudy.populations import PopulationSummary
 from understudy.results import HostSetting, Status, TimingMode
-from understudy.store.models import Calibration, Host, Population, Prediction
+from ledger.models import Calibration, Host, Population, Prediction
 from understudy.workload import Workload
 
 # --- requests ---------------------------------------------------------------------------------------------------

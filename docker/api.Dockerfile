@@ -11,10 +11,15 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /srv/understudy
 # Dependencies first, so a code change does not reinstall them (placeholders stand in for the packages).
 COPY pyproject.toml README.md ./
-RUN mkdir -p understudy app && touch understudy/__init__.py app/__init__.py \
-    && pip install -e . && rm -rf understudy app
+RUN mkdir -p understudy ledger client app cli \
+    && for package in understudy ledger client app cli; do touch "$package/__init__.py"; done \
+    && pip install -e . && rm -rf understudy ledger client app cli
+# The layers the API and the service's commands import (not engine/, worker/, evaluation/: they need torch).
 COPY understudy understudy
+COPY ledger ledger
+COPY client client
 COPY app app
+COPY cli cli
 COPY migrations migrations
 COPY alembic.ini ./
 # Editable, so that the commands find alembic.ini and migrations/ beside the code.

@@ -31,11 +31,17 @@ RUN pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}" "torc
 
 WORKDIR /srv/understudy
 COPY pyproject.toml README.md ./
-RUN mkdir -p understudy app worker && touch understudy/__init__.py app/__init__.py worker/__init__.py \
-    && pip install -e ".[worker]" && rm -rf understudy app worker
+RUN mkdir -p understudy ledger engine client evaluation app worker cli \
+    && for package in understudy ledger engine client evaluation app worker cli; do touch "$package/__init__.py"; done \
+    && pip install -e ".[worker]" && rm -rf understudy ledger engine client evaluation app worker cli
 COPY understudy understudy
+COPY ledger ledger
+COPY engine engine
+COPY client client
+COPY evaluation evaluation
 COPY app app
 COPY worker worker
+COPY cli cli
 COPY migrations migrations
 COPY alembic.ini ./
 RUN pip install --no-deps -e . && useradd --create-home --uid 10001 understudy

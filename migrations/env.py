@@ -1,4 +1,4 @@
-"""Alembic environment: metadata from understudy.store.models, the URL from settings (DATABASE_URL)."""
+"""Alembic environment: metadata from ledger.models, the URL from settings (DATABASE_URL)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from sqlalchemy import engine_from_config, pool
 from sqlalchemy.exc import OperationalError
 
 from understudy.settings import Settings
-from understudy.store.db import connection_problem
-from understudy.store.models import Base
+from ledger.db import connection_problem
+from ledger.models import Base
 
 config = context.config
 target_metadata = Base.metadata

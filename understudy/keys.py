@@ -1,7 +1,7 @@
 """Cache keys: one per (workload, target, estimator@version, host), unique in the store, and what they are made of.
 
 Torch-free, so that `understudy predict` can look its answers up before it imports anything heavy; the engine asks
-the same function (worker.engine.Engine.identity), so a key computed here is the key a fresh prediction is stored
+the same function (engine.engine.Engine.identity), so a key computed here is the key a fresh prediction is stored
 under.
 """
 
@@ -63,4 +63,5 @@ def identity(estimator: str | None, target: TargetSpec, host: HostInfo, settings
     calibration = (calibrations or {}).get(target.id)
     base = calibration_base(calibration, host)
     digest = calibration.digest() if calibration is not None else "none"
-    return info.name, calibrated_version(base.name, estimator_version(base.name, settings), digest), host_key(base, host)
+    version = calibrated_version(base.name, estimator_version(base.name, settings), digest)
+    return info.name, version, host_key(base, host)

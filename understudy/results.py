@@ -135,7 +135,7 @@ class PredictionResult(BaseModel):
         )
 
 
-# The ledger columns a PredictionResult is read from (understudy.store.models.Prediction).
+# The ledger columns a PredictionResult is read from (ledger.models.Prediction).
 RESULT_COLUMNS = ("workload_digest", "target_id", "estimator", "estimator_version", "status", "latency_ms",
                   "median_ms", "spread_ms", "samples_per_s", "host_setting", "timing_mode", "host_fingerprint",
                   "host_class", "host_name", "error", "details")

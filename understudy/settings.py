@@ -29,7 +29,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="", extra="ignore")
 
     database_url: str = Field(default_factory=default_sqlite_url, alias="DATABASE_URL")
-    # Where `understudy predict` remembers its host probe (worker.probe.remembered_host), so that a cached answer
+    # Where `understudy predict` remembers its host probe (engine.probe.remembered_host), so that a cached answer
     # needs no torch.
     cache_dir: str = Field(default_factory=default_cache_dir, alias="UNDERSTUDY_CACHE_DIR")
     redis_url: str = Field(default="redis://127.0.0.1:6379/0", alias="REDIS_URL")

@@ -32,14 +32,14 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from understudy.dispatch import reconcile, worker_token
-from understudy.queues import CPU_QUEUE, ENV_WORKER_PID, ENV_WORKER_TOKEN, alive_key, gpu_lock_key, host_id
+from ledger.dispatch import reconcile, worker_token
+from ledger.queues import CPU_QUEUE, ENV_WORKER_PID, ENV_WORKER_TOKEN, alive_key, gpu_lock_key, host_id
 from understudy.results import HostInfo
 from understudy.settings import Settings
-from understudy.store.db import get_engine
-from understudy.store.models import Host
-from worker.probe import host_class
-from worker.restrict import ENV_MPS_DIR, quit_mps_daemons, reset_clocks
+from ledger.db import get_engine
+from ledger.models import Host
+from engine.probe import host_class
+from engine.restrict import ENV_MPS_DIR, quit_mps_daemons, reset_clocks
 
 log = logging.getLogger("understudy.worker")
 
@@ -53,8 +53,8 @@ class WorkerError(RuntimeError):
 
 def probe_child(gpu_index: int) -> None:
     """Entry point of the probe process: print the host and the estimator versions it would record, as JSON."""
-    from worker.estimators import ESTIMATORS, get_estimator
-    from worker.probe import cuda_problem, load_nvml, probe_host
+    from engine.estimators import ESTIMATORS, get_estimator
+    from engine.probe import cuda_problem, load_nvml, probe_host
 
     nvml = load_nvml()
     problem = cuda_problem(gpu_index, nvml)
@@ -78,7 +78,7 @@ class Probe:
     host: HostInfo
     estimators: dict[str, Any]
     gpu_uuid: str | None  # NVML's GPU-... id: one lock per physical GPU, whatever the machine calls itself
-    cuda_problem: str | None = None  # why torch cannot use a GPU that NVML sees (worker.probe.cuda_problem)
+    cuda_problem: str | None = None  # why torch cannot use a GPU that NVML sees (engine.probe.cuda_problem)
 
 
 def probe(gpu_index: int, timeout_s: float = 300.0) -> Probe:
@@ -241,7 +241,7 @@ class Heartbeat:
 
 
 def mps_dir(settings: Settings, gpu_index: int) -> Path:
-    """Where the jobs of GPU `gpu_index`'s worker start their MPS daemons, one folder each (worker.restrict)."""
+    """Where the jobs of GPU `gpu_index`'s worker start their MPS daemons, one folder each (engine.restrict)."""
     return Path(settings.run_dir) / f"gpu{gpu_index}" / "mps"
 
 
@@ -253,7 +253,7 @@ def release_leftovers(settings: Settings, gpu_index: int, has_gpu: bool) -> list
     """
     released = []
     if has_gpu and settings.allow_clock_lock:
-        from worker.probe import load_nvml
+        from engine.probe import load_nvml
 
         nvml = load_nvml()
         if nvml is not None:

@@ -14,7 +14,7 @@ from app.core.config import Settings, get_settings
 from app.core.db import redis_for, session_for
 from app.errors import Unauthorized
 from app.security import authenticate
-from understudy.store.models import ApiKey
+from ledger.models import ApiKey
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 # The command line, run as a module so that it needs no installed `understudy` script (the GPU host has none).
-CLI_MODULE = "understudy.cli"
+CLI_MODULE = "cli"
 ROOT = Path(__file__).resolve().parents[2]
 
 CACHE_WORKLOAD = ["resnet50", "--mode", "train", "--batch-size", "32"]
@@ -160,9 +160,9 @@ def phases(workload_args: list[str]) -> dict[str, float]:
     mark("import_torch_timm_s")
     from understudy.catalog import resolve_target
     from understudy.workload import Workload
-    from worker.engine import Engine
-    from worker.estimators.analytic import counts_for
-    from worker.measurement_log import MeasurementLog
+    from engine.engine import Engine
+    from engine.estimators.analytic import counts_for
+    from engine.measurement_log import MeasurementLog
 
     model, *options = workload_args
     pairs = dict(zip(options[::2], options[1::2], strict=True))
@@ -191,17 +191,20 @@ def markdown(kind: str, report: dict[str, Any]) -> str:
     if kind == "cache":
         lines += [f"Workload `{report['workload']}` on `{report['targets']}`, fresh processes. Wall: seconds from "
                   "start to exit; CPU: the process's user + system seconds.", "",
-                  "| run | wall min s | wall median s | wall max s | CPU median s | runs |", "|---|---|---|---|---|---|"]
+                  "| run | wall min s | wall median s | wall max s | CPU median s | runs |",
+                  "|---|---|---|---|---|---|"]
         for name in ("cold", "cached"):
             s = report[name]
             lines.append(f"| {name} | {s['min_s']:.3f} | {s['median_s']:.3f} | {s['max_s']:.3f} | "
                          f"{s['cpu']['median_s']:.3f} | {s['runs']} |")
         lines += ["", f"Every cached run answered all targets from the cache: {report['all_cached']}."]
     else:
-        lines += ["| workload | 1 target s | 10 targets s | per extra target s | 10 cached s |", "|---|---|---|---|---|"]
+        lines += ["| workload | 1 target s | 10 targets s | per extra target s | 10 cached s |",
+                  "|---|---|---|---|---|"]
         for row in report["workloads"]:
-            lines.append(f"| {row['workload']} | {row['one_target']['wall_s']:.2f} | {row['ten_targets']['wall_s']:.2f}"
-                         f" | {row['per_extra_target_s']:.3f} | {row['ten_targets_cached']['wall_s']:.2f} |")
+            lines.append(f"| {row['workload']} | {row['one_target']['wall_s']:.2f} | "
+                         f"{row['ten_targets']['wall_s']:.2f} | {row['per_extra_target_s']:.3f} | "
+                         f"{row['ten_targets_cached']['wall_s']:.2f} |")
         lines += ["", "Phases of one first prediction (seconds):", ""]
         for row in report["workloads"]:
             lines.append(f"- {row['workload']}: " + ", ".join(f"{k} {v}" for k, v in row["phases"].items()))

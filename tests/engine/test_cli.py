@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from understudy.cli import cli
+from cli.main import cli
 from understudy.settings import get_settings
 from understudy.workload import Workload
 
@@ -137,7 +137,7 @@ def test_predict_prints_a_table_without_json(database_url: str) -> None:
     result = invoke("predict", "test_vit", "--targets", "t4", "--database-url", database_url)
     assert result.exit_code == 0, result.output
     assert "NVIDIA Tesla T4" in result.stdout
-    from worker.estimators.analytic import AnalyticEstimator
+    from engine.estimators.analytic import AnalyticEstimator
 
     assert f"analytic@{AnalyticEstimator.version}" in result.stdout
     assert "test_vit train amp-fp16 b32 224px on no GPU" in words(result.stdout)
@@ -243,7 +243,7 @@ def test_targets_at_80_columns_cut_no_id() -> None:
 
 @pytest.mark.parametrize("command", [[], ["predict"], ["evaluate"], ["targets"], ["worker"], ["keys", "list"]])
 def test_help_shows_no_type_beside_a_flag(command: list[str]) -> None:
-    from understudy.service_cli import register
+    from cli.service import register
 
     register(cli)
     result = invoke(*command, "--help", columns=100)
@@ -263,7 +263,7 @@ def test_a_cached_answer_imports_no_torch(database_url: str, cache_dir: Path) ->
     """In a fresh process, as a user runs it: the first answer builds the engine, the repeat comes from the store
     before anything heavy is imported."""
     code = ("import sys\n"
-            "from understudy.cli import main\n"
+            "from cli.main import main\n"
             "try:\n    main()\n"
             "finally:\n    print('torch imported' if 'torch' in sys.modules else 'no torch', file=sys.stderr)\n")
     args = [sys.executable, "-c", code, "predict", "test_vit", "--targets", "t4,rtx3090", "--estimator", "analytic",

@@ -1,13 +1,13 @@
-"""worker.probe's remembered host: `understudy predict` keys its cache with the last probe, so it must hold exactly
+"""engine.probe's remembered host: `understudy predict` keys its cache with the last probe, so it must hold exactly
 while the GPU, the driver and the software it describes are unchanged."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from fakes import FakeNvml, h200_host
+from tests.fakes import FakeNvml, h200_host
 
-from worker.probe import remember_host, remembered_host
+from engine.probe import remember_host, remembered_host
 
 
 def test_a_remembered_host_is_returned_while_nothing_changed(tmp_path: Path) -> None:

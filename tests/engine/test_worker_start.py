@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import pytest
-from fakes import FakeNvml, h200_host, make_settings
+from tests.fakes import FakeNvml, h200_host, make_settings
 
 from understudy.results import HostInfo
 from worker.main import Probe, WorkerError, check_start
-from worker.probe import cuda_mismatch, cuda_problem
+from engine.probe import cuda_mismatch, cuda_problem
 
 
 def test_a_driver_older_than_torchs_cuda_build_is_named_with_what_to_do() -> None:

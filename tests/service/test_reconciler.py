@@ -7,8 +7,8 @@ import time
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from understudy.dispatch import reconcile
-from understudy.store.models import Prediction
+from ledger.dispatch import reconcile
+from ledger.models import Prediction
 
 from .helpers import predict_body, queued_job_count, run_queued_jobs
 
@@ -134,7 +134,7 @@ def test_the_api_re_queues_lost_rows_on_its_own(app, auth, redis, monkeypatch):
 
 
 def test_a_worker_token_names_its_slot_as_the_hosts_list_does():
-    from understudy.dispatch import worker_slot, worker_token
+    from ledger.dispatch import worker_slot, worker_token
 
     assert worker_slot(worker_token("gpu-box-2:gpu1", 4242, "a1b2c3")) == "gpu-box-2:gpu1"
     assert worker_slot("someone-elses-rq-worker") == "someone-elses-rq-worker"
