@@ -13,8 +13,7 @@ from typing import Any
 
 from redis import Redis
 from rq import Queue
-from sqlalchemy import func, or_, select, update
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from app.errors import Conflict, FieldError
@@ -23,14 +22,15 @@ from understudy.calibration import CalibrationSet
 from understudy.catalog import InlineTarget, TargetSpec, resolve_target
 from ledger.dispatch import enqueue, new_job_id
 from understudy.estimator_info import (CALIBRATED_ESTIMATOR, DEFAULT_CPU_ESTIMATOR, DEFAULT_GPU_ESTIMATOR,
-                                       calibrated_version, estimator_info, estimator_version)
-from understudy.keys import ANY_HOST, cache_key
+                                       estimator_info, estimator_version)
+from understudy.keys import CacheIdentity, cache_identity, cache_key
 from understudy.populations import DeviceLatency, ExcludedDevice, PopulationSummary, summarize
-from ledger.queues import CPU_QUEUE, is_gpu_queue
+from ledger.queues import CPU_QUEUE, GPU_QUEUE_PREFIX, is_gpu_queue
 from understudy.results import Status
 from understudy.settings import Settings
 from ledger.models import ApiKey, Calibration, Host, Population, Prediction, new_id, utcnow
-from ledger.predictions import new_row
+from ledger.calibrations import calibration_digest
+from ledger.predictions import insert_queued, new_row, requeue_failed
 from understudy.workload import Workload
 
 CACHED_STATES = (Status.done.value, Status.oom.value)
@@ -45,7 +45,8 @@ def list_hosts(*, session: Session) -> list[Host]:
 
 def db_now(*, session: Session) -> datetime:
     """The database's clock: workers stamp their heartbeats with it, so a skewed machine clock cannot age them."""
-    return session.scalar(select(func.now()))  # type: ignore[return-value]
+    now: datetime = session.execute(select(func.now())).scalar_one()
+    return now
 
 
 def host_is_alive(host: Host, settings: Settings, now: datetime) -> bool:
@@ -62,7 +63,7 @@ def find_host(*, session: Session, ref: str) -> Host | None:
 
 def live_gpu_hosts(*, session: Session, settings: Settings) -> list[Host]:
     return list(session.scalars(
-        select(Host).where(Host.host_class.like("gpu:%"),
+        select(Host).where(Host.host_class.startswith(GPU_QUEUE_PREFIX),
                            Host.last_heartbeat >= func.now() - timedelta(seconds=settings.host_stale_s))
         .order_by(Host.id)
     ))
@@ -77,10 +78,13 @@ def queue_depths(redis: Redis, names: list[str]) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Placement:
-    estimator: str
-    version: str
+    identity: CacheIdentity  # what the predictions record, and their cache keys hold
     host_class: str  # the queue
-    host_key: str  # the host part of the cache key
+    gpu_fingerprint: str | None  # the GPU host that measures; None for an estimator that touches no GPU
+
+    @property
+    def estimator(self) -> str:
+        return self.identity.estimator
 
 
 def _advertised_version(host: Host, estimator: str) -> str | None:
@@ -94,7 +98,7 @@ def _advertised_version(host: Host, estimator: str) -> str | None:
 
 def _on_host(host: Host, estimator: str, settings: Settings) -> Placement:
     version = _advertised_version(host, estimator) or estimator_version(estimator, settings)
-    return Placement(estimator, version, host.host_class, host.fingerprint)
+    return Placement(cache_identity(estimator, version, host.fingerprint), host.host_class, host.fingerprint)
 
 
 def place(*, session: Session, redis: Redis, settings: Settings, request: PredictionCreate, workload: Workload,
@@ -113,7 +117,7 @@ def place(*, session: Session, redis: Redis, settings: Settings, request: Predic
     info = estimator_info(name)
     if not info.needs_gpu:
         # The same answer on every host: any worker may compute it, and the cache key names no host.
-        return Placement(name, estimator_version(name, settings), CPU_QUEUE, ANY_HOST)
+        return Placement(cache_identity(name, estimator_version(name, settings), None), CPU_QUEUE, None)
     if explicit is not None:
         if not is_gpu_queue(explicit.host_class):
             raise Conflict(f"host {explicit.id} has no GPU; estimator {name!r} times the workload on one")
@@ -132,7 +136,7 @@ def place(*, session: Session, redis: Redis, settings: Settings, request: Predic
     scored = []
     for host_class_, host in by_class.items():
         placement = _on_host(host, name, settings)
-        keys = [cache_key(workload, spec, name, placement.version, placement.host_key) for spec in specs]
+        keys = [cache_key(workload, spec, placement.identity) for spec in specs]
         held = session.scalar(select(func.count()).select_from(Prediction).where(
             Prediction.cache_key.in_(keys), Prediction.status.in_(CACHED_STATES))) or 0
         scored.append((-held, depths.get(host_class_, 0), host_class_, placement))
@@ -140,8 +144,8 @@ def place(*, session: Session, redis: Redis, settings: Settings, request: Predic
 
 
 def place_calibrated(*, session: Session, redis: Redis, settings: Settings, request: PredictionCreate,
-                     workload: Workload, specs: list[TargetSpec]) -> tuple[Placement, list[str]]:
-    """The calibrated estimator goes where its base goes; each target's version names its latest calibration."""
+                     workload: Workload, specs: list[TargetSpec]) -> tuple[Placement, list[CacheIdentity]]:
+    """The calibrated estimator goes where its base goes; each target's identity names its latest calibration."""
     found = latest_calibrations(session=session, target_ids=[spec.id for spec in specs])
     missing = list({spec.id: spec for spec in specs if spec.id not in found}.values())
     if missing:
@@ -155,11 +159,11 @@ def place_calibrated(*, session: Session, redis: Redis, settings: Settings, requ
                        "the targets of each base in a request of its own")
     base = place(session=session, redis=redis, settings=settings, request=request.model_copy(
         update={"estimator": bases[0]}), workload=workload, specs=specs)
-    versions = [calibrated_version(base.estimator, base.version, calibration_digest(found[spec.id]))
-                for spec in specs]
-    placement = Placement(CALIBRATED_ESTIMATOR, estimator_version(CALIBRATED_ESTIMATOR, settings), base.host_class,
-                          base.host_key)
-    return placement, versions
+    identities = [cache_identity(base.identity.estimator, base.identity.version, base.gpu_fingerprint,
+                                 calibration_digest(found[spec.id])) for spec in specs]
+    placement = Placement(cache_identity(CALIBRATED_ESTIMATOR, estimator_version(CALIBRATED_ESTIMATOR, settings),
+                                         base.gpu_fingerprint), base.host_class, base.gpu_fingerprint)
+    return placement, identities
 
 
 # --- predictions ------------------------------------------------------------------------------------------------
@@ -193,15 +197,14 @@ def create_predictions(*, session: Session, redis: Redis, settings: Settings,
     workload = request.workload
     specs = resolve_targets(list(request.targets), settings)
     if request.estimator == CALIBRATED_ESTIMATOR:
-        placement, versions = place_calibrated(session=session, redis=redis, settings=settings, request=request,
-                                               workload=workload, specs=specs)
+        placement, identities = place_calibrated(session=session, redis=redis, settings=settings, request=request,
+                                                 workload=workload, specs=specs)
     else:
         placement = place(session=session, redis=redis, settings=settings, request=request, workload=workload,
                           specs=specs)
-        versions = [placement.version] * len(specs)
-    keys = [cache_key(workload, spec, placement.estimator, version, placement.host_key)
-            for spec, version in zip(specs, versions, strict=True)]
-    version_of = dict(zip(keys, versions, strict=True))
+        identities = [placement.identity] * len(specs)
+    keys = [cache_key(workload, spec, identity) for spec, identity in zip(specs, identities, strict=True)]
+    identity_of = dict(zip(keys, identities, strict=True))
     request_id = uuid.uuid4().hex
 
     before = {row.cache_key: row for row in session.scalars(select(Prediction).where(Prediction.cache_key.in_(keys)))}
@@ -215,29 +218,13 @@ def create_predictions(*, session: Session, redis: Redis, settings: Settings,
     unique: dict[str, TargetSpec] = {}
     for key, spec in zip(keys, specs, strict=True):
         unique.setdefault(key, spec)
-    values = []
-    for key in sorted(unique):  # one lock order for every request: no deadlock between overlapping requests
-        if key in before:
-            continue
-        row = new_row(cache_key=key, workload=workload, target=unique[key], estimator=placement.estimator,
-                      version=version_of[key], host_class=placement.host_class, request_id=request_id)
-        values.append({column.key: getattr(row, column.key) for column in Prediction.__table__.columns}
-                      | {"id": new_id(), "job_id": job_id, "attempts": 0, "created_at": now, "queued_at": now})
-    ours: list[str] = []
-    if values:
-        ours += session.scalars(
-            insert(Prediction).values(values).on_conflict_do_nothing(index_elements=["cache_key"])
-            .returning(Prediction.id)
-        ).all()
+    fresh = [new_row(cache_key=key, workload=workload, target=unique[key], estimator=identity_of[key].estimator,
+                     version=identity_of[key].version, host_class=placement.host_class, request_id=request_id)
+             for key in sorted(unique) if key not in before]  # one lock order for every request: no deadlock
+    ours = insert_queued(session, fresh, job_id=job_id, now=now)
     # A failed result is not cached: asking again runs it again (once, however many ask at the same moment).
     retry = sorted(key for key in unique if key in before and before[key].status == Status.failed.value)
-    if retry:
-        ours += session.scalars(
-            update(Prediction)
-            .where(Prediction.cache_key.in_(retry), Prediction.status == Status.failed.value)
-            .values(_reset(job_id, request_id, now))
-            .returning(Prediction.id)
-        ).all()
+    ours += requeue_failed(session, retry, job_id=job_id, request_id=request_id, now=now)
     session.commit()
 
     rows = {row.cache_key: row for row in session.scalars(
@@ -250,13 +237,6 @@ def create_predictions(*, session: Session, redis: Redis, settings: Settings,
         enqueue(redis, settings, queue=placement.host_class, prediction_ids=ordered, job_id=job_id)
         queued_job = job_id
     return Created(request_id, [rows[key] for key in keys], cached, queued_job)
-
-
-def _reset(job_id: str, request_id: str, now: datetime) -> dict[str, Any]:
-    cleared = ("latency_ms", "median_ms", "spread_ms", "samples_per_s", "host_setting", "timing_mode", "error",
-               "details", "worker_id", "started_at", "finished_at", "host_fingerprint", "host_name")
-    return {"status": Status.queued.value, "job_id": job_id, "request_id": request_id, "attempts": 0,
-            "queued_at": now, **{name: None for name in cleared}}
 
 
 def get_prediction(*, session: Session, prediction_id: str) -> Prediction | None:
@@ -348,6 +328,7 @@ def create_population(*, session: Session, redis: Redis, settings: Settings, req
     merged: dict[str, tuple[str | InlineTarget, TargetSpec, float]] = {}
     for device in request.devices:
         spec = resolve_target(device.target)
+        # The schema requires exactly one of count and weight, so this is never float(None).
         amount = float(device.count if device.count is not None else device.weight)  # type: ignore[arg-type]
         item, _, before = merged.get(spec.id, (device.target, spec, 0.0))
         merged[spec.id] = (item, spec, before + amount)
@@ -464,10 +445,3 @@ def latest_calibrations(*, session: Session, target_ids: list[str]) -> dict[str,
                                .order_by(Calibration.created_at.desc(), Calibration.id)):
         latest.setdefault(row.target_id, row)
     return latest
-
-
-def calibration_digest(row: Calibration) -> str:
-    digest = (row.parameters or {}).get("digest")
-    if digest:
-        return str(digest)
-    return CalibrationSet.model_validate({"points": row.points["points"]}).digest()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from understudy.calibration import CalibrationSet
 from understudy.catalog import TargetSpec
-from understudy.keys import cache_key, identity
+from understudy.keys import cache_key, expected_identity
 from understudy.results import HostInfo, PredictionResult, Status
 from understudy.settings import Settings
 from ledger.sqlite_cache import lookup_sqlite, sqlite_path
@@ -50,24 +50,21 @@ def predict_cached(engine: Engine, db: DbEngine, workload: Workload, targets: li
     """(result, served from cache) per target; misses are measured together and stored. `calibrations` (by target
     id) are for the calibrated estimator; its cache keys name each target's calibration."""
     from ledger.db import session_scope
-    from ledger.predictions import apply_result, get_by_key, new_row
+    from ledger.predictions import save_result
 
     name = engine.estimator(estimator_name).name
     identities = [engine.identity(name, t, calibrations) for t in targets]
-    keys = [cache_key(workload, t, name, version, host_key) for t, (_, version, host_key)
-            in zip(targets, identities, strict=True)]
+    keys = [cache_key(workload, t, identity) for t, identity in zip(targets, identities, strict=True)]
     extra: dict[str, Any] = {"calibrations": calibrations} if calibrations is not None else {}
     found = lookup(db, keys)
     missing = [t for t, k in zip(targets, keys, strict=True) if k not in found]
     fresh = dict(zip([k for k in keys if k not in found],
                      engine.predict(workload, missing, name, progress, **extra) if missing else [], strict=True))
     with session_scope(db) as session:
-        for target, key, (_, version, host_key) in zip(targets, keys, identities, strict=True):
+        for target, key, identity in zip(targets, keys, identities, strict=True):
             if key in fresh:
-                row = get_by_key(session, key) or new_row(cache_key=key, workload=workload, target=target,
-                                                          estimator=name, version=version, host_class=host_key)
-                apply_result(row, fresh[key])
-                session.add(row)
+                save_result(session, cache_key=key, workload=workload, target=target, identity=identity,
+                            result=fresh[key])
     return [(found[k], True) if k in found else (fresh[k], False) for k in keys]
 
 
@@ -115,8 +112,8 @@ class LocalPredictor:
         """Every target's answer from the store, without the engine; None unless all of them are there."""
         if self._host is None:
             return None
-        keys = [cache_key(workload, target, *identity(estimator_name, target, self._host, self.settings,
-                                                      calibrations))
+        keys = [cache_key(workload, target, expected_identity(estimator_name, target, self._host, self.settings,
+                                                              calibrations))
                 for target in targets]
         path = sqlite_path(self.database_url)
         found = lookup_sqlite(path, keys) if path is not None else lookup(self.store(), keys)

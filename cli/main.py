@@ -64,8 +64,8 @@ def predict(
     if sm_mechanism:
         settings = settings.model_copy(update={"sm_mechanism": sm_mechanism})
     try:
-        workload = Workload(model=model, mode=mode, batch_size=batch_size, resolution=resolution,  # type: ignore[arg-type]
-                            precision=precision, optimizer=optimizer, memory_format=memory_format)  # type: ignore[arg-type]
+        workload = Workload(model=model, mode=mode, batch_size=batch_size, resolution=resolution,
+                            precision=precision, optimizer=optimizer, memory_format=memory_format)
         specs = [resolve_target(name.strip()) for name in targets.split(",") if name.strip()]
         if not specs:
             _fail("no targets: name at least one, e.g. --targets rtx3060,t4 (`understudy targets` lists them)")

@@ -185,7 +185,3 @@ def cuda_problem(gpu_index: int, nvml: Any | None) -> str | None:
         return None
     return cuda_mismatch(driver, driver_cuda, torch.__version__, torch.version.cuda)
 
-
-def host_class(info: HostInfo) -> str:
-    """The queue a host serves: 'cpu', or 'gpu:<fingerprint>' so jobs reach the host their cache key names."""
-    return f"gpu:{info.fingerprint}" if info.has_gpu else "cpu"

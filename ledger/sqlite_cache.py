@@ -11,7 +11,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from understudy.results import RESULT_COLUMNS, PredictionResult, Status
+from understudy.results import RESULT_ROW_COLUMNS, PredictionResult, Status
 
 # Stored by SQLAlchemy's JSON type as text.
 JSON_COLUMNS = ("host_setting", "details")
@@ -30,7 +30,7 @@ def lookup_sqlite(path: Path, keys: list[str]) -> dict[str, PredictionResult]:
     table does not exist yet."""
     if not path.is_file() or not keys:
         return {}
-    columns = ", ".join(("cache_key", *RESULT_COLUMNS))
+    columns = ", ".join(("cache_key", *RESULT_ROW_COLUMNS))
     marks = ", ".join("?" for _ in keys)
     final = [Status.done.value, Status.oom.value]
     try:
@@ -43,7 +43,7 @@ def lookup_sqlite(path: Path, keys: list[str]) -> dict[str, PredictionResult]:
         return {}
     found = {}
     for row in rows:
-        values = {name: row[name] for name in RESULT_COLUMNS}
+        values = {name: row[name] for name in RESULT_ROW_COLUMNS}
         for name in JSON_COLUMNS:
             values[name] = json.loads(values[name]) if values[name] else None
         found[row["cache_key"]] = PredictionResult.from_columns(values)

@@ -24,4 +24,4 @@ if [ ! -e /proc/driver/nvidia/version ] && ! command -v nvidia-smi >/dev/null; t
   fi
 fi
 "${pip[@]}" "torch==${TORCH}" "torchvision==${TORCHVISION}"
-"${pip[@]}" -e ".[worker,test]"
+"${pip[@]}" -e ".[worker,test,lint]"

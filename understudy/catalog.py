@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import difflib
 import re
+from collections.abc import Iterator
 from functools import lru_cache
 from importlib import resources
 from typing import Literal
@@ -101,7 +102,7 @@ class Catalog:
     def __init__(self, targets: list[TargetSpec]) -> None:
         self._targets = {target.id: target for target in targets}
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[TargetSpec]:
         return iter(self._targets.values())
 
     def __len__(self) -> int:

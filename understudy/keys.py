@@ -1,11 +1,15 @@
-"""Cache keys: one per (workload, target, estimator@version, host), unique in the store, and what they are made of.
+"""Cache identity: what a prediction records about how it was made, and the key that makes it unique in the store.
 
-Torch-free, so that `understudy predict` can look its answers up before it imports anything heavy; the engine asks
-the same function (engine.engine.Engine.identity), so a key computed here is the key a fresh prediction is stored
-under.
+`cache_identity` is the one place the estimator, version and host of a prediction are decided. The API calls it when
+it files a request (app.crud), the engine when it predicts (engine.engine, and so the CLI's cache), so a result
+lands under the key its own run names. `cache_key` hashes an identity with the workload and the target.
+`expected_identity` picks the arguments from the estimator table alone, as the engine's estimators would: it is how
+`understudy predict` finds a cached answer before it imports torch.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from collections.abc import Mapping
 
@@ -14,7 +18,6 @@ from understudy.catalog import TargetSpec
 from understudy.errors import UnderstudyError
 from understudy.estimator_info import (
     CALIBRATED_ESTIMATOR,
-    EstimatorInfo,
     calibrated_version,
     default_estimator,
     estimator_version,
@@ -28,40 +31,52 @@ from understudy.workload import Workload, sha256_of
 ANY_HOST = "any"
 
 
-def cache_key(workload: Workload, target: TargetSpec, estimator: str, version: str, host_key: str) -> str:
+@dataclass(frozen=True)
+class CacheIdentity:
+    estimator: str
+    version: str
+    host_key: str  # the measuring GPU host's fingerprint, or ANY_HOST
+
+
+def cache_identity(estimator: str, version: str, gpu_fingerprint: str | None,
+                   calibration_digest: str | None = None) -> CacheIdentity:
+    """The identity of a prediction by `estimator`@`version`, measured on the GPU host with `gpu_fingerprint` (None
+    for an estimator that touches no GPU: any host gives the same answer).
+
+    For the calibrated estimator, pass its base's name, version and host and the digest of the target's
+    calibration: the identity is the calibrated estimator's, its version naming the base and the points (a new
+    calibration or another base is a new cache entry), its host the base's."""
+    host_key = gpu_fingerprint if gpu_fingerprint is not None else ANY_HOST
+    if calibration_digest is None:
+        return CacheIdentity(estimator, version, host_key)
+    return CacheIdentity(CALIBRATED_ESTIMATOR, calibrated_version(estimator, version, calibration_digest), host_key)
+
+
+def cache_key(workload: Workload, target: TargetSpec, identity: CacheIdentity) -> str:
     return sha256_of(
         {
             "workload": workload.canonical(),
             "target": target.digest(),
-            "estimator": f"{estimator}@{version}",
-            "host": host_key,
+            "estimator": f"{identity.estimator}@{identity.version}",
+            "host": identity.host_key,
         }
     )
 
 
-def host_key(estimator: EstimatorInfo, host: HostInfo) -> str:
-    """The host part of a cache key: the GPU's fingerprint for estimators that time on it, else any host."""
-    return host.fingerprint if estimator.needs_gpu else ANY_HOST
-
-
-def calibration_base(calibration: CalibrationSet | None, host: HostInfo) -> EstimatorInfo:
-    """The estimator a calibration corrects: the one it names, else this host's default."""
-    name = (calibration.base_estimator if calibration is not None else None) or default_estimator(host.has_gpu)
-    if name == CALIBRATED_ESTIMATOR:
-        raise UnderstudyError("a calibration's base estimator cannot be the calibrated estimator itself")
-    return runnable(name, host.has_gpu)
-
-
-def identity(estimator: str | None, target: TargetSpec, host: HostInfo, settings: Settings,
-             calibrations: Mapping[str, CalibrationSet] | None = None) -> tuple[str, str, str]:
-    """(estimator, version, host key) that a prediction for this target on this host records: what its cache key
-    is made of. For the calibrated estimator the version names the base and the target's calibration, and the host
-    is the base's."""
+def expected_identity(estimator: str | None, target: TargetSpec, host: HostInfo, settings: Settings,
+                      calibrations: Mapping[str, CalibrationSet] | None = None) -> CacheIdentity:
+    """The identity the engine on `host` would give a prediction for `target` (Engine.identity), from the estimator
+    table alone, without torch: the default estimator for the host, a calibration's base (the one it names, else the
+    default) and the versions these settings record. tests/engine/test_local_cache.py holds the two equal."""
     info = runnable(estimator or default_estimator(host.has_gpu), host.has_gpu)
     if info.name != CALIBRATED_ESTIMATOR:
-        return info.name, estimator_version(info.name, settings), host_key(info, host)
+        return cache_identity(info.name, estimator_version(info.name, settings),
+                              host.fingerprint if info.needs_gpu else None)
     calibration = (calibrations or {}).get(target.id)
-    base = calibration_base(calibration, host)
-    digest = calibration.digest() if calibration is not None else "none"
-    version = calibrated_version(base.name, estimator_version(base.name, settings), digest)
-    return info.name, version, host_key(base, host)
+    base = (calibration.base_estimator if calibration is not None else None) or default_estimator(host.has_gpu)
+    if base == CALIBRATED_ESTIMATOR:
+        raise UnderstudyError("a calibration's base estimator cannot be the calibrated estimator itself")
+    base_info = runnable(base, host.has_gpu)
+    return cache_identity(base_info.name, estimator_version(base_info.name, settings),
+                          host.fingerprint if base_info.needs_gpu else None,
+                          calibration.digest() if calibration is not None else "none")

@@ -114,7 +114,7 @@ class PredictionResult(BaseModel):
 
     @classmethod
     def from_columns(cls, values: Mapping[str, Any]) -> PredictionResult:
-        """A stored prediction as a result, from its ledger row's RESULT_COLUMNS (the store reads them through
+        """A stored prediction as a result, from its ledger row's RESULT_ROW_COLUMNS (the store reads them through
         SQLAlchemy, the CLI's cache lookup through sqlite3)."""
         return cls(
             workload_digest=values["workload_digest"],
@@ -136,6 +136,6 @@ class PredictionResult(BaseModel):
 
 
 # The ledger columns a PredictionResult is read from (ledger.models.Prediction).
-RESULT_COLUMNS = ("workload_digest", "target_id", "estimator", "estimator_version", "status", "latency_ms",
+RESULT_ROW_COLUMNS = ("workload_digest", "target_id", "estimator", "estimator_version", "status", "latency_ms",
                   "median_ms", "spread_ms", "samples_per_s", "host_setting", "timing_mode", "host_fingerprint",
                   "host_class", "host_name", "error", "details")
