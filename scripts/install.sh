@@ -25,3 +25,9 @@ if [ ! -e /proc/driver/nvidia/version ] && ! command -v nvidia-smi >/dev/null; t
 fi
 "${pip[@]}" "torch==${TORCH}" "torchvision==${TORCHVISION}"
 "${pip[@]}" -e ".[worker,test,lint]"
+# Flower, for examples/fl_flower_deadline.py and its test. flwr pins fastapi, starlette, uvicorn and typer below the
+# versions this project runs, for its own server processes (SuperLink, SuperNode); the example uses only its
+# in-process strategy and server API, which runs with this project's versions. So flwr goes in without its pins,
+# with the modules that API imports.
+"${pip[@]}" --no-deps "flwr==1.42.0" "protobuf>=5.28,<7" \
+  "grpcio>=1.70,<2" "cryptography>=50,<51" "cffi>=1.17" "pycryptodome>=3.18,<4" "iterators==0.0.2"
