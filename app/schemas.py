@@ -10,6 +10,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Fiel
 
 from understudy.calibration import CalibrationPoint
 from understudy.catalog import InlineTarget, TargetSpec, catalog
+from ledger.dispatch import worker_slot
 from understudy.errors import UnknownEstimator, UnknownTarget
 from understudy.estimator_info import CALIBRATED_ESTIMATOR, estimator_info
 from understudy.populations import PopulationSummary
@@ -110,7 +111,8 @@ class PredictionHost(BaseModel):
     fingerprint: str | None = Field(default=None, description='the host GPU\'s fingerprint; "any" for estimators '
                                                               "that never touch a GPU")
     gpu_name: str | None = None
-    worker: str | None = Field(default=None, description="the worker that ran it")
+    worker: str | None = Field(default=None, description="the worker that ran it, by the name GET /v1/hosts lists "
+                                                         "it under (<host name>:gpu<index>)")
 
 
 class PredictionPublic(BaseModel):
@@ -123,8 +125,7 @@ class PredictionPublic(BaseModel):
                 "estimator_version": "1",
                 "latency": {"min_ms": 112.4, "median_ms": 112.4, "spread_ms": 0.0}, "samples_per_s": 569.4,
                 "host_setting": None, "timing_mode": "none",
-                "host": {"host_class": "cpu", "fingerprint": "any", "gpu_name": None,
-                         "worker": "us-box:gpu0-41-a1b2c3"},
+                "host": {"host_class": "cpu", "fingerprint": "any", "gpu_name": None, "worker": "box:gpu0"},
                 "error": None, "details": {}, "attempts": 1, "created_at": "2025-01-01T12:00:00Z",
                 "started_at": "2025-01-01T12:00:01Z", "finished_at": "2025-01-01T12:00:03Z",
             }]
@@ -248,7 +249,7 @@ def prediction_public(row: Prediction, cached: bool = False) -> PredictionPublic
     latency = None
     if row.latency_ms is not None:
         latency = LatencyPublic(min_ms=row.latency_ms, median_ms=row.median_ms, spread_ms=row.spread_ms)
-    worker = row.worker_id.removeprefix("us-") if row.worker_id else None
+    worker = worker_slot(row.worker_id)
     return PredictionPublic(
         id=row.id,
         request_id=row.request_id,

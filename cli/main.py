@@ -9,14 +9,17 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from understudy.catalog import catalog, resolve_target
 from understudy.errors import UnderstudyError
+from understudy.results import Status
 from understudy.settings import get_settings
+from cli.terminal import Command, Group, Steps, failure_lines, third_party_warnings
 
-cli = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+cli = typer.Typer(cls=Group, add_completion=False, no_args_is_help=True, help=__doc__)
 console = Console(stderr=True)
 
 
@@ -25,7 +28,7 @@ def _fail(message: str) -> None:
     raise typer.Exit(2)
 
 
-@cli.command()
+@cli.command(cls=Command)
 def predict(
     model: Annotated[str, typer.Argument(help="a timm model name")],
     targets: Annotated[str, typer.Option("--targets", "-t", help="comma-separated catalog ids or names")],
@@ -43,16 +46,19 @@ def predict(
     sm_mechanism: Annotated[Optional[str], typer.Option(help="green-context|mps (spec estimator)")] = None,
     gpu: Annotated[int, typer.Option(help="GPU index")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="give failures' reasons whole, and other "
+                                                                  "packages' warnings")] = False,
     database_url: Annotated[Optional[str], typer.Option(envvar="DATABASE_URL", help="cache database")] = None,
 ) -> None:
-    """Predict MODEL's step time on each target, measuring on this machine's GPU (or counting, without one)."""
+    """Predict MODEL's step time on each target, measuring on this machine's GPU (or counting, without one).
+
+    Exits 0 when every target has its answer (a workload that does not fit is an answer: oom), 1 when any target
+    failed, 2 when the request itself is wrong."""
     from pydantic import ValidationError
 
     from understudy.calibration import CalibrationSet
-    from ledger.db import init_sqlite
     from understudy.workload import Workload
-    from engine.engine import Engine
-    from cli.local import predict_cached
+    from cli.local import LocalPredictor
 
     settings = get_settings()
     if sm_mechanism:
@@ -61,6 +67,8 @@ def predict(
         workload = Workload(model=model, mode=mode, batch_size=batch_size, resolution=resolution,
                             precision=precision, optimizer=optimizer, memory_format=memory_format)
         specs = [resolve_target(name.strip()) for name in targets.split(",") if name.strip()]
+        if not specs:
+            _fail("no targets: name at least one, e.g. --targets rtx3060,t4 (`understudy targets` lists them)")
         calibrations = None
         if calibration is not None:
             given = json.loads(calibration.read_text())
@@ -68,13 +76,15 @@ def predict(
                 _fail(f"{calibration}: expected an object of calibrations by target")
             calibrations = {resolve_target(name).id: CalibrationSet.model_validate(points)
                             for name, points in given.items()}
-        engine = Engine(settings, gpu_index=gpu)
-        if not engine.host.has_gpu and estimator is None:
-            console.print(f"[yellow]{engine.host.note}[/yellow]; using the analytic estimator")
-        db = init_sqlite(database_url or settings.database_url)
-        with console.status("predicting...") as status:
-            rows = predict_cached(engine, db, workload, specs, estimator,
-                                  progress=lambda text: status.update(text), calibrations=calibrations)
+        with third_party_warnings(verbose), Steps(console) as steps:
+            steps("looking up the cache")
+            local = LocalPredictor(settings, database_url or settings.database_url, gpu_index=gpu)
+            if not local.remembers_host:
+                steps("loading torch and probing this machine's GPU")
+            if not local.host.has_gpu and estimator is None:
+                console.print(f"[yellow]{local.host.note}[/yellow]; using the analytic estimator")
+            rows = local.predict(workload, specs, estimator, progress=steps, calibrations=calibrations)
+            host = local.host
     except ValidationError as exc:
         _fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
         return
@@ -84,40 +94,58 @@ def predict(
     except (OSError, json.JSONDecodeError) as exc:
         _fail(f"cannot read the calibration file: {exc}")
         return
+    failed = any(result.status == Status.failed for result, _ in rows)
     if as_json:
         out = [{**result.model_dump(mode="json"), "cached": cached} for result, cached in rows]
-        sys.stdout.write(json.dumps({"workload": workload.canonical(), "host": engine.host.model_dump(mode="json"),
+        sys.stdout.write(json.dumps({"workload": workload.canonical(), "host": host.model_dump(mode="json"),
                                      "predictions": out}, indent=2) + "\n")
-        return
-    table = Table(title=f"{workload.label} on {engine.host.gpu_name or 'no GPU'}")
-    for column in ("target", "predicted ms", "samples/s", "host setting", "oom", "estimator", "cached"):
-        table.add_column(column)
+        raise typer.Exit(1 if failed else 0)
+    table = Table(title=f"{workload.label} on {host.gpu_name or 'no GPU'}")
+    for column in ("target", "predicted ms", "samples/s", "host setting", "estimator", "cached"):
+        table.add_column(column, justify="right" if column in ("predicted ms", "samples/s") else "left")
     for spec, (result, cached) in zip(specs, rows, strict=True):
-        latency = f"{result.latency_ms:.2f}" if result.latency_ms else (result.error or result.status.value)
+        latency = f"{result.latency_ms:.2f}" if result.latency_ms else result.status.value
         rate = f"{result.samples_per_s:.0f}" if result.samples_per_s else "-"
         setting = result.host_setting.describe() if result.host_setting else "no GPU (counted)"
-        table.add_row(spec.name, latency, rate, setting, "yes" if result.status == "oom" else "",
-                      f"{result.estimator}@{result.estimator_version}", "yes" if cached else "")
+        table.add_row(spec.name, latency, rate, setting, f"{result.estimator}@{result.estimator_version}",
+                      "yes" if cached else "")
     Console().print(table)
+    for line in failure_lines([(spec.name, result) for spec, (result, _) in zip(specs, rows, strict=True)],
+                              verbose):
+        console.print(line, markup=False, highlight=False)
+    if failed:
+        if not verbose:
+            console.print("[dim]the whole reasons: -v, or --json[/dim]")
+        raise typer.Exit(1)
 
 
-@cli.command()
+@cli.command(cls=Command)
 def targets(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """List the target catalog."""
+    """List the target catalog: pass an id (or a name) to --targets."""
     specs = list(catalog())
     if as_json:
         sys.stdout.write(json.dumps([s.model_dump(mode="json") for s in specs], indent=2) + "\n")
         return
-    table = Table(title=f"{len(specs)} targets")
-    for column in ("id", "name", "arch", "SMs", "boost MHz", "GB", "GB/s", "FP32 TF", "FP16 tensor TF"):
-        table.add_column(column)
+    # Ids are what a user types, so they are never cut: the name wraps instead, and below 110 columns the
+    # architecture is left out (`--json` has everything).
+    out = Console()
+    wide = out.width >= 110
+    table = Table(title=f"{len(specs)} targets", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column("id", no_wrap=True, min_width=max(len(s.id) for s in specs))
+    table.add_column("name", ratio=1, overflow="fold")
+    if wide:
+        table.add_column("architecture", no_wrap=True)
+    for column in ("SMs", "MHz", "GB", "GB/s", "FP32", "FP16TC"):
+        table.add_column(column, justify="right", no_wrap=True)
     for s in specs:
-        table.add_row(s.id, s.name, s.architecture, str(s.sm_count), f"{s.boost_clock_mhz:g}", f"{s.memory_size_gb:g}",
-                      f"{s.memory_bandwidth_gbps:g}", f"{s.fp32_tflops:g}", f"{s.fp16_tensor_tflops:g}")
-    Console().print(table)
+        table.add_row(s.id, s.name, *([s.architecture] if wide else []), str(s.sm_count), f"{s.boost_clock_mhz:g}",
+                      f"{s.memory_size_gb:g}", f"{s.memory_bandwidth_gbps:g}", f"{s.fp32_tflops:g}",
+                      f"{s.fp16_tensor_tflops:g}")
+    out.print(table)
+    console.print("[dim]MHz: boost clock; FP32, FP16TC: peak TFLOPS, FP16 on tensor cores[/dim]")
 
 
-@cli.command()
+@cli.command(cls=Command)
 def evaluate(
     files: Annotated[list[Path], typer.Argument(help="ground-truth CSV files (../shared/groundtruth format)")],
     out: Annotated[Path, typer.Option("--out", help="report folder")],
@@ -138,6 +166,7 @@ def evaluate(
     shard: Annotated[Optional[str], typer.Option(help="K/N: evaluate every N-th sampled workload from the K-th "
                                                      "(0-based), so N processes on N GPUs share one sample")] = None,
     gpu: Annotated[int, typer.Option(help="GPU index")] = 0,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show other packages' warnings")] = False,
 ) -> None:
     """Score estimators against measured latencies: markdown + JSON report and a log-log plot in OUT."""
     from evaluation.report import build_report, write_report
@@ -171,13 +200,12 @@ def evaluate(
         plans = [plan for plan in plans if measured_on_host(measurement_log, engine.host, plan)]
     started = time.monotonic()
     if measure_only:
-        with console.status("measuring...") as status:
-            count = record(engine, plans, names, budget_s, progress=lambda text: status.update(text),
-                           timeout_s=workload_timeout_s)
+        with third_party_warnings(verbose), Steps(console, total=len(plans)) as steps:
+            count = record(engine, plans, names, budget_s, progress=steps, timeout_s=workload_timeout_s)
         console.print(f"{count} of {len(plans)} workloads are in {measurement_log.path}")
         return
-    with console.status("evaluating...") as status:
-        rows = run_evaluation(engine, plans, names, budget_s, progress=lambda text: status.update(text))
+    with third_party_warnings(verbose), Steps(console, total=len(plans)) as steps:
+        rows = run_evaluation(engine, plans, names, budget_s, progress=steps)
     meta = {
         "command": "understudy " + " ".join(sys.argv[1:]),
         "files": [str(f) for f in files],

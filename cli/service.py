@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -18,30 +19,47 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from understudy.settings import get_settings
+from cli.terminal import Command, Group
 
 console = Console(stderr=True)
-keys_cli = typer.Typer(add_completion=False, no_args_is_help=True, help="Create, list and revoke API keys.")
+keys_cli = typer.Typer(cls=Group, add_completion=False, no_args_is_help=True, help="Create, list and revoke API keys.")
 
 ALEMBIC_INI = Path(__file__).resolve().parents[1] / "alembic.ini"
 
 
 @contextmanager
 def _store_errors() -> Iterator[None]:
-    """Database trouble as one readable line instead of a traceback."""
+    """Database trouble as one line that says what to do (no role, no database, not migrated...), not a traceback."""
     from sqlalchemy.exc import OperationalError, ProgrammingError
+
+    from ledger.db import NOT_MIGRATED, connection_problem
 
     try:
         yield
     except ProgrammingError as exc:
         if type(exc.orig).__name__ != "UndefinedTable":
             raise
-        console.print("[red]error:[/red] the database has no Understudy tables yet: run `alembic upgrade head`")
+        console.print(f"[red]error:[/red] {NOT_MIGRATED}")
         raise typer.Exit(1) from None
     except OperationalError as exc:
-        console.print(f"[red]error:[/red] cannot reach the database (DATABASE_URL): {str(exc.orig).strip()}")
+        console.print(f"[red]error:[/red] {escape(connection_problem(get_settings().database_url, exc))}")
         raise typer.Exit(1) from None
+
+
+def _service_database() -> str:
+    """DATABASE_URL, which for the service's commands must name PostgreSQL: without it they would quietly use the
+    one-shot CLI's SQLite cache, which holds no keys and no workers."""
+    url = get_settings().database_url
+    if url.startswith("sqlite"):
+        given = "is not set" if "DATABASE_URL" not in os.environ else f"names a SQLite file ({url})"
+        console.print("[red]error:[/red] " + escape(
+            f"DATABASE_URL {given}: the service keeps its keys, predictions and workers in PostgreSQL; export "
+            'DATABASE_URL=postgresql://ROLE:PASSWORD@HOST:5432/DATABASE (README, "Running the service")'))
+        raise typer.Exit(2)
+    return url
 
 
 @contextmanager
@@ -60,11 +78,14 @@ def _logging(level: str) -> None:
 
 
 def migrate(database_url: str, wait_s: float = 60.0) -> None:
-    """Wait for the database, then bring its schema to the newest migration (alembic upgrade head)."""
+    """Wait for the database, then bring its schema to the newest migration (alembic upgrade head). A database that
+    answers but refuses (no such role or database, a wrong password) is an error at once: waiting will not help."""
     from alembic import command
     from alembic.config import Config
     from sqlalchemy import create_engine, text
     from sqlalchemy.exc import OperationalError
+
+    from ledger.db import connection_problem, server_unreachable
 
     deadline = time.monotonic() + wait_s
     engine = create_engine(database_url)
@@ -74,8 +95,11 @@ def migrate(database_url: str, wait_s: float = 60.0) -> None:
                 connection.execute(text("SELECT 1"))
             break
         except OperationalError as exc:
+            if not server_unreachable(exc):
+                raise typer.BadParameter(connection_problem(database_url, exc)) from None
             if time.monotonic() > deadline:
-                raise typer.BadParameter(f"the database did not answer within {wait_s:g} s: {exc}") from None
+                raise typer.BadParameter(f"the database did not answer within {wait_s:g} s: "
+                                         f"{connection_problem(database_url, exc)}") from None
             time.sleep(1)
     engine.dispose()
     config = Config(str(ALEMBIC_INI))
@@ -97,9 +121,10 @@ def serve(
     import uvicorn
 
     settings = get_settings()
+    database_url = _service_database()
     _logging(log_level)
     if run_migrations:
-        migrate(settings.database_url)
+        migrate(database_url)
     uvicorn.run("app.main:app", host=host or settings.api_host, port=port or settings.api_port, workers=workers,
                 log_level=log_level, proxy_headers=True)
 
@@ -119,6 +144,7 @@ def worker(
     from worker.main import WorkerError, healthcheck, run_worker
 
     settings = get_settings()
+    _service_database()
     index = settings.worker_gpu if gpu < 0 else gpu
     if check:
         with _store_errors(), _redis_errors():
@@ -135,7 +161,7 @@ def worker(
     raise typer.Exit(code)
 
 
-@keys_cli.command("create")
+@keys_cli.command("create", cls=Command)
 def keys_create(
     name: Annotated[str, typer.Option("--name", "-n", help="who or what uses the key")] = "default",
 ) -> None:
@@ -143,13 +169,13 @@ def keys_create(
     from app.security import create_api_key
     from ledger.db import get_engine, session_scope
 
-    with _store_errors(), session_scope(get_engine(get_settings().database_url)) as session:
+    with _store_errors(), session_scope(get_engine(_service_database())) as session:
         key, token = create_api_key(session=session, name=name)
         console.print(f"created key {key.id} ({name}); send it as the X-API-Key header. It is shown only now:")
     sys.stdout.write(token + "\n")
 
 
-@keys_cli.command("list")
+@keys_cli.command("list", cls=Command)
 def keys_list() -> None:
     """List API keys (id, name, prefix, created, revoked)."""
     from sqlalchemy import select
@@ -157,19 +183,19 @@ def keys_list() -> None:
     from ledger.db import get_engine, session_scope
     from ledger.models import ApiKey
 
-    with _store_errors(), session_scope(get_engine(get_settings().database_url)) as session:
+    with _store_errors(), session_scope(get_engine(_service_database())) as session:
         for key in session.scalars(select(ApiKey).order_by(ApiKey.created_at)):
             revoked = f" revoked {key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else ""
             sys.stdout.write(f"{key.id}  {key.prefix}…  {key.name}  {key.created_at:%Y-%m-%d %H:%M}{revoked}\n")
 
 
-@keys_cli.command("revoke")
+@keys_cli.command("revoke", cls=Command)
 def keys_revoke(key: Annotated[str, typer.Argument(help="the key's id or prefix")]) -> None:
     """Revoke an API key."""
     from app.security import revoke_api_key
     from ledger.db import get_engine, session_scope
 
-    with _store_errors(), session_scope(get_engine(get_settings().database_url)) as session:
+    with _store_errors(), session_scope(get_engine(_service_database())) as session:
         count = revoke_api_key(session=session, key_id_or_prefix=key)
     if not count:
         console.print(f"[red]error:[/red] no live key {key!r}")
@@ -315,7 +341,7 @@ def population(
 
 def register(cli: typer.Typer) -> None:
     """Add the service's commands to the main command line."""
-    cli.command()(serve)
-    cli.command()(worker)
+    cli.command(cls=Command)(serve)
+    cli.command(cls=Command)(worker)
     cli.add_typer(keys_cli, name="keys")
-    cli.command()(population)
+    cli.command(cls=Command)(population)

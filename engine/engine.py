@@ -12,12 +12,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from understudy.catalog import TargetSpec
-from understudy.errors import NoGpu
 from understudy.keys import CacheIdentity
 from understudy.results import HostInfo, HostSetting, Measurement, PredictionResult, Status
 from understudy.settings import Settings, get_settings
 from understudy.workload import Workload
-from understudy.estimator_info import DEFAULT_CPU_ESTIMATOR, DEFAULT_GPU_ESTIMATOR
+from understudy.estimator_info import default_estimator, no_gpu
 from engine.estimators import get_estimator
 from engine.estimators.base import Calibrations, Estimator, Progress
 from engine.measurement_log import MeasurementLog
@@ -71,13 +70,12 @@ class Engine:
             reset_clocks(self.nvml, self.nvml.nvmlDeviceGetHandleByIndex(gpu_index))
 
     def default_estimator(self) -> str:
-        return DEFAULT_GPU_ESTIMATOR if self.host.has_gpu else DEFAULT_CPU_ESTIMATOR
+        return default_estimator(self.host.has_gpu)
 
     def estimator(self, name: str | None) -> Estimator:
         estimator = get_estimator(name or self.default_estimator(), self.settings)
         if estimator.needs_gpu and not self.host.has_gpu:
-            raise NoGpu(f"estimator {estimator.name!r} times the workload on an NVIDIA GPU and this machine has "
-                        f"none; use --estimator {DEFAULT_CPU_ESTIMATOR}")
+            raise no_gpu(estimator.name)
         return estimator
 
     def predict(self, workload: Workload, targets: list[TargetSpec], estimator_name: str | None = None,

@@ -11,6 +11,7 @@ result timed eagerly says why.
 from __future__ import annotations
 
 import statistics
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from understudy.results import Measurement
@@ -213,10 +214,14 @@ def _profile(run: Any, stream: Any) -> dict[str, float]:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(PROFILED_STEPS):
-            run()
-        stream.synchronize()
+    with warnings.catch_warnings():
+        # "Profiler clears events at the end of each cycle": about profiling schedules, which one profiled window
+        # does not use; it would otherwise reach every user's terminal and every worker's log.
+        warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(PROFILED_STEPS):
+                run()
+            stream.synchronize()
     totals = {"tensor": 0.0, "simt": 0.0, "other": 0.0}
     for event in prof.events():
         if event.device_type == DeviceType.CUDA:

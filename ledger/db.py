@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.models import Base
@@ -40,3 +43,42 @@ def session_scope(engine: Engine) -> Iterator[Session]:
         except BaseException:
             session.rollback()
             raise
+
+
+SERVICE_SETUP = "README, \"Running the service\""
+
+
+def connection_problem(database_url: str, error: BaseException) -> str:
+    """What is wrong with a database that refused a connection, and what to do, in one line: no such role, no such
+    database, a refused password, or no server at all. `error` is the driver's error (psycopg's
+    OperationalError, or SQLAlchemy's wrapping it)."""
+    reason = str(getattr(error, "orig", None) or error).strip()
+    try:
+        url = make_url(database_url)
+        role, name, place = url.username or "(none)", url.database or "(none)", f"{url.host}:{url.port or 5432}"
+    except ArgumentError:
+        role, name, place = "(none)", "(none)", "(unknown)"
+    if re.search(r'role "[^"]*" does not exist', reason):
+        return (f"PostgreSQL at {place} has no role {role!r} (the user in DATABASE_URL): create it as a superuser, "
+                f"e.g. psql -c \"CREATE ROLE {role} LOGIN PASSWORD '...'\" ({SERVICE_SETUP})")
+    if re.search(r'database "[^"]*" does not exist', reason):
+        return (f"PostgreSQL at {place} has no database {name!r} (DATABASE_URL): create it, e.g. "
+                f"createdb --owner {role} {name}, then run `alembic upgrade head` ({SERVICE_SETUP})")
+    if "password authentication failed" in reason or "no password supplied" in reason:
+        return (f"PostgreSQL at {place} refused role {role!r}: give its password in DATABASE_URL "
+                f"(postgresql://{role}:PASSWORD@{place}/{name})")
+    if server_unreachable(error):
+        return f"nothing answers at {place} (DATABASE_URL): is PostgreSQL running there? ({reason.splitlines()[0]})"
+    return f"cannot reach the database (DATABASE_URL): {reason}"
+
+
+def server_unreachable(error: BaseException) -> bool:
+    """Whether a connection failed for want of a server (not running, starting, unreachable), which waiting can
+    cure, rather than because the server refused it."""
+    reason = str(getattr(error, "orig", None) or error)
+    refusals = ("does not exist", "password authentication failed", "no password supplied", "no pg_hba.conf entry")
+    return not any(refusal in reason for refusal in refusals)
+
+
+NOT_MIGRATED = ("the database has no Understudy tables yet: run `alembic upgrade head` (or start the API with "
+                "`understudy serve --migrate`)")

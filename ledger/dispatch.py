@@ -32,6 +32,20 @@ ACTIVE_JOB_STATES = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, Jo
 WORKER_TOKEN_PREFIX = "us-"
 
 
+def worker_token(slot: str, pid: int, nonce: str) -> str:
+    """The token of one run of the worker for `slot` (its GPU lock's value, its rq name, a row's worker_id)."""
+    return f"{WORKER_TOKEN_PREFIX}{slot}-{pid}-{nonce}"
+
+
+def worker_slot(worker_id: str | None) -> str | None:
+    """The worker's name as users see it everywhere (GET /v1/hosts' id, a prediction's host.worker): the slot
+    "<host name>:gpu<index>" of a token made by worker_token; any other rq worker's name as it is."""
+    if not worker_id or not worker_id.startswith(WORKER_TOKEN_PREFIX):
+        return worker_id
+    slot, pid, nonce = worker_id.removeprefix(WORKER_TOKEN_PREFIX).rsplit("-", 2)
+    return slot if pid.isdigit() and nonce else worker_id
+
+
 def new_job_id() -> str:
     return "pred-" + uuid.uuid4().hex
 

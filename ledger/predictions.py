@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from understudy.catalog import TargetSpec
 from understudy.keys import CacheIdentity
-from understudy.results import HostSetting, PredictionResult, Status
+from understudy.results import RESULT_ROW_COLUMNS, PredictionResult, Status
 from ledger.models import Prediction, new_id, utcnow
 from understudy.workload import Workload
 
@@ -75,23 +75,7 @@ def apply_result(row: Prediction, result: PredictionResult) -> None:
 
 
 def to_result(row: Prediction) -> PredictionResult:
-    return PredictionResult(
-        workload_digest=row.workload_digest,
-        target_id=row.target_id,
-        estimator=row.estimator,
-        estimator_version=row.estimator_version,
-        status=Status(row.status),
-        latency_ms=row.latency_ms,
-        median_ms=row.median_ms,
-        spread_ms=row.spread_ms,
-        samples_per_s=row.samples_per_s,
-        host_setting=HostSetting.model_validate(row.host_setting) if row.host_setting else None,
-        timing_mode=row.timing_mode or "none",
-        host_fingerprint=row.host_fingerprint or row.host_class,
-        host_name=row.host_name,
-        error=row.error,
-        details=row.details or {},
-    )
+    return PredictionResult.from_columns({name: getattr(row, name) for name in RESULT_ROW_COLUMNS})
 
 
 # --- the service's transitions -----------------------------------------------------------------------------------

@@ -5,9 +5,12 @@ from __future__ import annotations
 from logging.config import fileConfig
 
 from alembic import context
+from alembic.util import CommandError
 from sqlalchemy import engine_from_config, pool
+from sqlalchemy.exc import OperationalError
 
 from understudy.settings import Settings
+from ledger.db import connection_problem
 from ledger.models import Base
 
 config = context.config
@@ -34,9 +37,18 @@ def run_migrations_offline() -> None:
 
 
 def run_migrations_online() -> None:
-    connectable = engine_from_config({"sqlalchemy.url": database_url()}, prefix="sqlalchemy.",
-                                     poolclass=pool.NullPool)
-    with connectable.connect() as connection:
+    url = database_url()
+    if url.startswith("sqlite"):
+        # The service's schema is PostgreSQL's; without DATABASE_URL this would migrate the CLI's SQLite cache.
+        raise CommandError("DATABASE_URL is not set (or names SQLite): export DATABASE_URL=postgresql://ROLE:PASSWORD@"
+                           'HOST:5432/DATABASE first (README, "Running the service")')
+    connectable = engine_from_config({"sqlalchemy.url": url}, prefix="sqlalchemy.", poolclass=pool.NullPool)
+    try:
+        connection = connectable.connect()
+    except OperationalError as exc:
+        # alembic prints a CommandError as one line (FAILED: ...) where anything else is a 40-line traceback.
+        raise CommandError(connection_problem(url, exc)) from None
+    with connection:
         context.configure(connection=connection, target_metadata=target_metadata, compare_type=True)
         with context.begin_transaction():
             context.run_migrations()

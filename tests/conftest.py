@@ -20,6 +20,8 @@ HERE = Path(__file__).resolve().parent
 TIERS: dict[str, str] = {
     "engine": "unit",
     "engine/test_cli.py::test_installed_command_runs": "e2e",
+    "engine/test_cli.py::test_a_cached_answer_imports_no_torch": "e2e",
+    "deploy": "unit",
     "evaluation": "unit",
     "populations/test_math.py": "unit",
     "populations/test_migration.py": "service",
@@ -27,6 +29,7 @@ TIERS: dict[str, str] = {
     "populations/test_rounds_api.py": "e2e",
     "rounds": "unit",
     "service": "service",
+    "service/test_readme_service.py": "e2e",
     "abuse": "service",
     "client": "e2e",
     "dashboard": "e2e",

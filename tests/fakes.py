@@ -100,8 +100,10 @@ class FakeNvml:
         driver: str = "580.00",
         refuse_lock: bool = False,
         locked_mhz: int | None = None,
+        uuid: str = "GPU-00000000-fake-h200",
     ) -> None:
         self.name = name
+        self.uuid = uuid
         self.supported = [int(c) for c in (supported_clocks_mhz or H200_CLOCKS_MHZ)]
         self.max_clock_mhz = max_clock_mhz
         self.idle_clock_mhz = idle_clock_mhz
@@ -142,6 +144,10 @@ class FakeNvml:
 
     def nvmlSystemGetDriverVersion(self) -> str:  # noqa: N802
         return self.driver
+
+    def nvmlDeviceGetUUID(self, handle: Any) -> str:  # noqa: N802
+        self._check(handle)
+        return self.uuid
 
     def nvmlDeviceGetCudaComputeCapability(self, handle: Any) -> tuple[int, int]:  # noqa: N802
         self._check(handle)

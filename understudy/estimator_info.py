@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from understudy.errors import UnknownEstimator
+from understudy.errors import NoGpu, UnknownEstimator
 from understudy.settings import Settings
 from understudy.workload import sha256_of
 
@@ -47,6 +47,25 @@ def estimator_info(name: str) -> EstimatorInfo:
         return ESTIMATORS[name]
     except KeyError:
         raise UnknownEstimator(f"unknown estimator {name!r}; choose from {', '.join(ESTIMATORS)}") from None
+
+
+def default_estimator(has_gpu: bool) -> str:
+    """What a prediction uses when no estimator is named: the host-aware one on a GPU, the roofline without."""
+    return DEFAULT_GPU_ESTIMATOR if has_gpu else DEFAULT_CPU_ESTIMATOR
+
+
+def no_gpu(name: str) -> NoGpu:
+    """The error for a GPU estimator asked of a machine without a GPU, saying what to use instead."""
+    return NoGpu(f"estimator {name!r} times the workload on an NVIDIA GPU and this machine has none; use "
+                 f"--estimator {DEFAULT_CPU_ESTIMATOR}")
+
+
+def runnable(name: str, has_gpu: bool) -> EstimatorInfo:
+    """The estimator, if a machine with (or without) a GPU can run it."""
+    info = estimator_info(name)
+    if info.needs_gpu and not has_gpu:
+        raise no_gpu(name)
+    return info
 
 
 def estimator_version(name: str, settings: Settings) -> str:

@@ -3,14 +3,28 @@
 `cache_identity` is the one place the estimator, version and host of a prediction are decided. The API calls it when
 it files a request (app.crud), the engine when it predicts (engine.engine, and so the CLI's cache), so a result
 lands under the key its own run names. `cache_key` hashes an identity with the workload and the target.
+`expected_identity` picks the arguments from the estimator table alone, as the engine's estimators would: it is how
+`understudy predict` finds a cached answer before it imports torch.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from collections.abc import Mapping
+
+from understudy.calibration import CalibrationSet
 from understudy.catalog import TargetSpec
-from understudy.estimator_info import CALIBRATED_ESTIMATOR, calibrated_version
+from understudy.errors import UnderstudyError
+from understudy.estimator_info import (
+    CALIBRATED_ESTIMATOR,
+    calibrated_version,
+    default_estimator,
+    estimator_version,
+    runnable,
+)
+from understudy.results import HostInfo
+from understudy.settings import Settings
 from understudy.workload import Workload, sha256_of
 
 # Estimators that never touch a GPU give the same answer on every host.
@@ -47,3 +61,22 @@ def cache_key(workload: Workload, target: TargetSpec, identity: CacheIdentity) -
             "host": identity.host_key,
         }
     )
+
+
+def expected_identity(estimator: str | None, target: TargetSpec, host: HostInfo, settings: Settings,
+                      calibrations: Mapping[str, CalibrationSet] | None = None) -> CacheIdentity:
+    """The identity the engine on `host` would give a prediction for `target` (Engine.identity), from the estimator
+    table alone, without torch: the default estimator for the host, a calibration's base (the one it names, else the
+    default) and the versions these settings record. tests/engine/test_local_cache.py holds the two equal."""
+    info = runnable(estimator or default_estimator(host.has_gpu), host.has_gpu)
+    if info.name != CALIBRATED_ESTIMATOR:
+        return cache_identity(info.name, estimator_version(info.name, settings),
+                              host.fingerprint if info.needs_gpu else None)
+    calibration = (calibrations or {}).get(target.id)
+    base = (calibration.base_estimator if calibration is not None else None) or default_estimator(host.has_gpu)
+    if base == CALIBRATED_ESTIMATOR:
+        raise UnderstudyError("a calibration's base estimator cannot be the calibrated estimator itself")
+    base_info = runnable(base, host.has_gpu)
+    return cache_identity(base_info.name, estimator_version(base_info.name, settings),
+                          host.fingerprint if base_info.needs_gpu else None,
+                          calibration.digest() if calibration is not None else "none")

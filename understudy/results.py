@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -110,3 +111,31 @@ class PredictionResult(BaseModel):
     host_name: str | None = None
     error: str | None = None
     details: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def from_columns(cls, values: Mapping[str, Any]) -> PredictionResult:
+        """A stored prediction as a result, from its ledger row's RESULT_ROW_COLUMNS (the store reads them through
+        SQLAlchemy, the CLI's cache lookup through sqlite3)."""
+        return cls(
+            workload_digest=values["workload_digest"],
+            target_id=values["target_id"],
+            estimator=values["estimator"],
+            estimator_version=values["estimator_version"],
+            status=Status(values["status"]),
+            latency_ms=values["latency_ms"],
+            median_ms=values["median_ms"],
+            spread_ms=values["spread_ms"],
+            samples_per_s=values["samples_per_s"],
+            host_setting=HostSetting.model_validate(values["host_setting"]) if values["host_setting"] else None,
+            timing_mode=values["timing_mode"] or "none",
+            host_fingerprint=values["host_fingerprint"] or values["host_class"],
+            host_name=values["host_name"],
+            error=values["error"],
+            details=values["details"] or {},
+        )
+
+
+# The ledger columns a PredictionResult is read from (ledger.models.Prediction).
+RESULT_ROW_COLUMNS = ("workload_digest", "target_id", "estimator", "estimator_version", "status", "latency_ms",
+                  "median_ms", "spread_ms", "samples_per_s", "host_setting", "timing_mode", "host_fingerprint",
+                  "host_class", "host_name", "error", "details")

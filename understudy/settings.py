@@ -16,8 +16,12 @@ def default_run_dir() -> str:
     return str(Path(tempfile.gettempdir()) / f"understudy-{os.getuid() if hasattr(os, 'getuid') else 'user'}")
 
 
+def default_cache_dir() -> str:
+    return str(Path.home() / ".cache" / "understudy")
+
+
 def default_sqlite_url() -> str:
-    path = Path.home() / ".cache" / "understudy" / "predictions.sqlite"
+    path = Path(default_cache_dir()) / "predictions.sqlite"
     return f"sqlite:///{path}"
 
 
@@ -25,6 +29,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="", extra="ignore")
 
     database_url: str = Field(default_factory=default_sqlite_url, alias="DATABASE_URL")
+    # Where `understudy predict` remembers its host probe (engine.probe.remembered_host), so that a cached answer
+    # needs no torch.
+    cache_dir: str = Field(default_factory=default_cache_dir, alias="UNDERSTUDY_CACHE_DIR")
     redis_url: str = Field(default="redis://127.0.0.1:6379/0", alias="REDIS_URL")
     # Writes need a key unless this is off; reads are open unless read_requires_key.
     require_api_key: bool = Field(default=True, alias="UNDERSTUDY_REQUIRE_API_KEY")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,7 +32,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from ledger.dispatch import WORKER_TOKEN_PREFIX, reconcile
+from ledger.dispatch import reconcile, worker_token
 from ledger.queues import CPU_QUEUE, ENV_WORKER_PID, ENV_WORKER_TOKEN, alive_key, gpu_lock_key, host_id, host_queue
 from understudy.results import HostInfo
 from understudy.settings import Settings
@@ -52,18 +53,22 @@ class WorkerError(RuntimeError):
 def probe_child(gpu_index: int) -> None:
     """Entry point of the probe process: print the host and the estimator versions it would record, as JSON."""
     from engine.estimators import ESTIMATORS, get_estimator
-    from engine.probe import load_nvml, probe_host
+    from engine.probe import cuda_problem, load_nvml, probe_host
 
     nvml = load_nvml()
+    problem = cuda_problem(gpu_index, nvml)
     host = probe_host(gpu_index, nvml)
+    # Only what this host can run: a worker without a GPU serves the estimators that need none.
     estimators = {}
     for name, cls in ESTIMATORS.items():
-        estimators[name] = {"version": get_estimator(name).version, "needs_gpu": bool(cls.needs_gpu)}
+        if host.has_gpu or not cls.needs_gpu:
+            estimators[name] = {"version": get_estimator(name).version, "needs_gpu": bool(cls.needs_gpu)}
     gpu_uuid = None
     if nvml is not None and host.has_gpu:
         raw = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(gpu_index))
         gpu_uuid = raw.decode() if isinstance(raw, bytes) else str(raw)
-    result = {"host": host.model_dump(mode="json"), "estimators": estimators, "gpu_uuid": gpu_uuid}
+    result = {"host": host.model_dump(mode="json"), "estimators": estimators, "gpu_uuid": gpu_uuid,
+              "cuda_problem": problem}
     sys.stdout.write("\n" + json.dumps(result) + "\n")
 
 
@@ -72,6 +77,7 @@ class Probe:
     host: HostInfo
     estimators: dict[str, Any]
     gpu_uuid: str | None  # NVML's GPU-... id: one lock per physical GPU, whatever the machine calls itself
+    cuda_problem: str | None = None  # why torch cannot use a GPU that NVML sees (engine.probe.cuda_problem)
 
 
 def probe(gpu_index: int, timeout_s: float = 300.0) -> Probe:
@@ -82,7 +88,19 @@ def probe(gpu_index: int, timeout_s: float = 300.0) -> Probe:
     if done.returncode != 0:
         raise WorkerError(f"the host probe failed:\n{done.stderr.strip()[-2000:]}")
     data = json.loads(done.stdout.strip().splitlines()[-1])
-    return Probe(HostInfo.model_validate(data["host"]), data["estimators"], data.get("gpu_uuid"))
+    return Probe(HostInfo.model_validate(data["host"]), data["estimators"], data.get("gpu_uuid"),
+                 data.get("cuda_problem"))
+
+
+def check_start(settings: Settings, gpu_index: int, probed: Probe) -> None:
+    """Refuse to start a worker that could not do what its GPU is there for: torch unable to use the GPU (an old
+    driver for its CUDA build), or MPS asked for without its control program."""
+    if probed.cuda_problem:
+        raise WorkerError(f"GPU {gpu_index} is there but torch cannot use it: {probed.cuda_problem}")
+    if probed.host.has_gpu and settings.sm_mechanism == "mps" and shutil.which(settings.mps_control) is None:
+        raise WorkerError(f"UNDERSTUDY_SM_MECHANISM=mps needs {settings.mps_control}, which is not on PATH: it comes "
+                          "with the NVIDIA driver (in a container, with NVIDIA_DRIVER_CAPABILITIES=compute,utility, "
+                          "as the worker image sets)")
 
 
 # --- the GPU lock -----------------------------------------------------------------------------------------------
@@ -258,13 +276,14 @@ def run_worker(settings: Settings, gpu_index: int, *, burst: bool = False, wait_
     redis = Redis.from_url(settings.redis_url)
     db = get_engine(settings.database_url)
     probed = probe(gpu_index)
+    check_start(settings, gpu_index, probed)
     host = probed.host
     hclass = host_queue(host.has_gpu, host.fingerprint)
     queues = [hclass, CPU_QUEUE] if hclass != CPU_QUEUE else [CPU_QUEUE]
     if not host.has_gpu:
         log.warning("%s: serving only estimators that need no GPU (queue %r)", host.note or "no GPU", CPU_QUEUE)
     slot = host_id(settings.host_name, gpu_index)
-    token = f"{WORKER_TOKEN_PREFIX}{slot}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    token = worker_token(slot, os.getpid(), uuid.uuid4().hex[:6])
     lock = GpuLock(redis, probed.gpu_uuid or slot, token, settings.lock_ttl_s)
     if not lock.acquire(wait_s):
         raise WorkerError(f"GPU {probed.gpu_uuid or slot} ({slot}) is held by another worker")
@@ -279,7 +298,7 @@ def run_worker(settings: Settings, gpu_index: int, *, burst: bool = False, wait_
                            ENV_WORKER_PID: str(os.getpid()), ENV_MPS_DIR: str(mps_dir(settings, gpu_index))})
         worker = UnderstudyWorker(queues, connection=redis, name=token)
         info = {**host.model_dump(mode="json"), "estimators": probed.estimators, "host_name": settings.host_name,
-                "gpu_index": gpu_index, "gpu_uuid": probed.gpu_uuid, "lock": lock.keys[0], "worker": token,
+                "gpu_index": gpu_index, "gpu_uuid": probed.gpu_uuid, "lock": lock.keys[0], "lock_token": token,
                 "queues": queues, "pid": os.getpid()}
         # On a lost lock: rq's warm shutdown (finish the current job, then stop), a signal handler of the main thread.
         heartbeat = Heartbeat(settings, db, redis, lock, slot, register=lambda: register_host(db, slot, host, info),
@@ -312,6 +331,6 @@ def healthcheck(settings: Settings, gpu_index: int) -> tuple[bool, str]:
         return False, f"{slot}: last heartbeat {age:.0f} s ago"
     redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=2)
     holder = redis.get(info.get("lock") or gpu_lock_key(slot))
-    if holder is None or (holder.decode() if isinstance(holder, bytes) else holder) != info.get("worker"):
+    if holder is None or (holder.decode() if isinstance(holder, bytes) else holder) != info.get("lock_token"):
         return False, f"{slot}: the worker does not hold its GPU lock"
     return True, f"{slot}: ok (heartbeat {age:.0f} s ago)"

@@ -303,11 +303,18 @@
     $("#history-next").onclick = () => setHistoryParam({ skip: skip + limit });
     const query = { sort, order, skip, limit };
     for (const name of HISTORY_FILTERS) query[name] = params.get(name);
+    // Until the first page of this query arrives, say so (the rows of the previous query would mislead).
+    const table = $("#history-table");
+    table.setAttribute("aria-busy", "true");
+    $("#history-table tbody").replaceChildren(el("tr", { class: "loading" },
+      el("td", { colspan: HISTORY_COLUMNS.length, class: "empty", text: "Loading predictions…" })));
+    $("#history-range").textContent = "";
     await poll(gen, async () => {
       const page = await api("/v1/predictions", { params: query });
       if (gen === generation) {
         renderHistoryRows(page, skip, limit);
-        $("#history-table").dataset.sorted = `${sort}:${order}`;
+        table.dataset.sorted = `${sort}:${order}`;
+        table.removeAttribute("aria-busy");
       }
       return page.data.some((p) => !FINAL.has(p.status)) ? 2000 : 5000;
     });
@@ -519,7 +526,7 @@
     $("#jobs-count").textContent = `${running.count} running · ${queued.count} queued`;
     const body = $("#jobs-table tbody");
     if (!jobs.length) {
-      body.replaceChildren(el("tr", {}, el("td", { colspan: 8, class: "empty", text: "Nothing queued or running." })));
+      body.replaceChildren(el("tr", {}, el("td", { colspan: 9, class: "empty", text: "Nothing queued or running." })));
       return;
     }
     body.replaceChildren(...jobs.map((p) => el("tr", { dataset: { id: p.id, status: p.status } },
@@ -528,9 +535,17 @@
       el("td", { text: targetLabel(p) }),
       el("td", { text: p.estimator }),
       el("td", { text: p.host.host_class }),
+      el("td", { class: "worker", text: p.host.worker || "–" }),
       el("td", { text: ago(p.created_at), title: p.created_at }),
       el("td", { text: p.started_at ? ago(p.started_at) : "–", title: p.started_at || "" }),
       el("td", { class: "num", text: String(p.attempts) }))));
+  }
+
+  // What a worker can run: what it advertises, less the GPU estimators where it has no GPU (a worker older than
+  // that rule advertised every estimator).
+  function runnableEstimators(host) {
+    const advertised = (host.info && host.info.estimators) || {};
+    return Object.entries(advertised).filter(([, e]) => host.gpu_name || !(e && e.needs_gpu)).map(([name]) => name);
   }
 
   function renderHosts(hosts) {
@@ -548,7 +563,7 @@
                                 text: h.alive ? "alive" : "silent" })),
       el("td", { text: ago(h.last_heartbeat), title: h.last_heartbeat }),
       el("td", { class: "num", text: h.queue_depth === null ? "–" : String(h.queue_depth) }),
-      el("td", { text: Object.keys((h.info && h.info.estimators) || {}).join(", ") || "–" }))));
+      el("td", { class: "estimators", text: runnableEstimators(h).join(", ") || "–" }))));
   }
 
   async function showLive(_arg, _params, gen) {

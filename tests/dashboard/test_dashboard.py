@@ -8,8 +8,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import httpx
-from tests.live_service import LiveService
-from sqlalchemy import select, update
+from tests.live_service import LiveService, wait_for
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from understudy.catalog import catalog
@@ -271,3 +271,78 @@ def test_the_page_is_served_with_a_policy_that_allows_only_the_service_itself(li
     assert script.status_code == 200 and "javascript" in script.headers["content-type"]
     assert ".innerHTML" not in script.text  # data never becomes markup
     assert httpx.get(f"{live.url}/dashboard/static/main.py").status_code == 404
+
+
+def test_the_live_view_lists_for_each_worker_only_the_estimators_it_can_run(page, live):
+    every = {name: {"version": "1", "needs_gpu": name in ("spec", "flops", "hostaware")}
+             for name in ("spec", "flops", "analytic", "hostaware", "calibrated")}
+    with Session(live.db) as session:  # heartbeats: a GPU worker, and a worker without a GPU that advertised all
+        session.add(Host(id="gpubox:gpu0", host_class="gpu:abc123", gpu_name="NVIDIA H200", fingerprint="abc123",
+                         info={"estimators": every}, last_heartbeat=utcnow()))
+        session.add(Host(id="cpubox:gpu0", host_class="cpu", gpu_name=None, fingerprint="cpu-1",
+                         info={"estimators": every}, last_heartbeat=utcnow()))
+        session.commit()
+    try:
+        open_dashboard(page, live, "/live")
+        page.wait_for_selector("#hosts-table tbody tr[data-id='cpubox:gpu0']")
+        shown = {row: page.inner_text(f"#hosts-table tbody tr[data-id='{row}'] td.estimators")
+                 for row in ("gpubox:gpu0", "cpubox:gpu0")}
+        assert shown == {"gpubox:gpu0": "spec, flops, analytic, hostaware, calibrated",
+                         "cpubox:gpu0": "analytic, calibrated"}
+    finally:
+        with Session(live.db) as session:
+            session.execute(delete(Host).where(Host.id.in_(["gpubox:gpu0", "cpubox:gpu0"])))
+            session.commit()
+
+
+def test_a_running_job_names_its_worker_as_the_workers_table_does(page, live):
+    live.pause_workers()
+    created = predict(live, {**SMALL, "batch_size": 2}, ["t4"], wait=False)
+    with Session(live.db) as session:
+        session.add(Host(id="gpubox:gpu0", host_class="cpu", gpu_name=None, fingerprint="cpu-1",
+                         info={"estimators": {"analytic": {"version": "4", "needs_gpu": False}}},
+                         last_heartbeat=utcnow()))
+        session.execute(update(Prediction).where(Prediction.id == created.data[0].id)
+                        .values(status="running", started_at=utcnow(), worker_id="us-gpubox:gpu0-4242-a1b2c3"))
+        session.commit()
+    try:
+        open_dashboard(page, live, "/live")
+        page.wait_for_selector("#jobs-table tbody tr[data-status=running]")
+        worker = page.inner_text("#jobs-table tbody tr[data-status=running] td.worker")
+        assert worker == "gpubox:gpu0"
+        assert page.locator(f"#hosts-table tbody tr[data-id='{worker}']").count() == 1
+    finally:
+        with Session(live.db) as session:
+            session.execute(update(Prediction).where(Prediction.id == created.data[0].id)
+                            .values(status="queued", started_at=None, worker_id=None))
+            session.execute(delete(Host).where(Host.id == "gpubox:gpu0"))
+            session.commit()
+        live.resume_workers()
+
+        def status() -> str:
+            with Session(live.db) as session:
+                return session.get(Prediction, created.data[0].id).status
+
+        wait_for(lambda: status() == "done", 60, "the held job to run")
+
+
+def test_the_history_says_it_is_loading_until_its_first_page_arrives(page, live):
+    predict(live, SMALL, ["rtx-3090"])
+    held: list = []
+    released: list[bool] = []
+    page.route("**/v1/predictions?*", lambda route: route.continue_() if released else held.append(route))
+    page.goto(f"{live.url}/dashboard#/history")
+    page.wait_for_selector("#history-table[aria-busy=true] tbody tr.loading")
+    assert page.inner_text("#history-table tbody") == "Loading predictions…"
+    for _ in range(300):  # Playwright calls the route handler only while the test waits in Playwright
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert held, "the history request never came"
+
+    released.append(True)
+    for route in held:
+        route.continue_()
+
+    page.wait_for_selector("#history-table:not([aria-busy]) tbody tr[data-status=done]")
+    assert page.locator("#history-table tbody tr.loading").count() == 0

@@ -1,11 +1,14 @@
 """`understudy predict` and `understudy targets` end to end, in-process through typer's runner, on a machine
-without a GPU (NVML made unloadable, so this also holds on the GPU test host), with a SQLite cache per test."""
+without a GPU (NVML made unloadable, so this also holds on the GPU test host), with a SQLite cache and a cache
+folder (the remembered host probe) per test."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +16,19 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import cli
+from understudy.settings import get_settings
 from understudy.workload import Workload
 
 RUNNER = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The folder where `predict` remembers its host probe, one per test."""
+    monkeypatch.setenv("UNDERSTUDY_CACHE_DIR", str(tmp_path / "cache"))
+    get_settings.cache_clear()
+    yield tmp_path / "cache"
+    get_settings.cache_clear()
 
 
 @pytest.fixture
@@ -23,8 +36,8 @@ def database_url(tmp_path: Path, no_gpu: None) -> str:
     return f"sqlite:///{tmp_path / 'predictions.sqlite'}"
 
 
-def invoke(*args: str) -> Any:
-    return RUNNER.invoke(cli, list(args), env={"COLUMNS": "200"})
+def invoke(*args: str, columns: int = 200) -> Any:
+    return RUNNER.invoke(cli, list(args), env={"COLUMNS": str(columns)})
 
 
 def predict_json(database_url: str, model: str, targets: str, *extra: str) -> dict[str, Any]:
@@ -159,3 +172,109 @@ def test_evaluate_refuses_a_workload_time_limit_without_measure_only(tmp_path: P
     result = invoke("evaluate", str(groundtruth), "--out", str(tmp_path / "out"), "--workload-timeout-s", "60")
     assert result.exit_code == 2
     assert "add --measure-only" in words(result.output)
+
+
+# --- what a new user meets: exit codes, failures, narrow terminals, help, progress -------------------------------
+
+def test_a_failed_target_exits_1(database_url: str) -> None:
+    result = invoke("predict", "resnet18", "--targets", "t4", "--estimator", "calibrated", "--database-url",
+                    database_url)
+    assert result.exit_code == 1
+
+
+def test_a_failed_target_is_one_short_line_under_the_table(database_url: str) -> None:
+    result = invoke("predict", "resnet18", "--targets", "t4", "--estimator", "calibrated", "--database-url",
+                    database_url, columns=80)
+    lines = [line for line in result.stderr.splitlines() if ": failed: " in line]
+    assert len(lines) == 1
+    assert lines[0].startswith("NVIDIA Tesla T4 (t4): failed: target NVIDIA Tesla T4 (t4) has no calibration")
+    assert len(lines[0]) <= 140
+    assert "POST /v1/targets" not in result.output  # the rest of the reason waits for -v
+    assert "has no calibration" not in result.stdout  # not in the table's cells
+
+
+def test_verbose_gives_a_failure_its_whole_reason(database_url: str) -> None:
+    result = invoke("predict", "resnet18", "--targets", "t4", "--estimator", "calibrated", "--database-url",
+                    database_url, "-v")
+    assert result.exit_code == 1
+    assert "POST /v1/targets/t4/calibrations" in words(result.stderr)
+
+
+def test_json_with_a_failed_target_exits_1_with_the_whole_reason(database_url: str) -> None:
+    result = invoke("predict", "resnet18", "--targets", "t4", "--estimator", "calibrated", "--json",
+                    "--database-url", database_url)
+    assert result.exit_code == 1
+    [prediction] = json.loads(result.stdout)["predictions"]
+    assert prediction["status"] == "failed"
+    assert "POST /v1/targets/t4/calibrations" in prediction["error"]
+
+
+def test_one_failed_target_of_two_still_shows_the_other_and_exits_1(database_url: str, tmp_path: Path) -> None:
+    points = {"rtx-3090": {"points": [{"workload": {"model": "test_vit"}, "measured_ms": 3.0}],
+                           "base_estimator": "analytic"}}
+    (tmp_path / "points.json").write_text(json.dumps(points))
+    result = invoke("predict", "test_vit", "--targets", "rtx3090,t4", "--estimator", "calibrated", "--calibration",
+                    str(tmp_path / "points.json"), "--json", "--database-url", database_url)
+    assert result.exit_code == 1
+    assert [p["status"] for p in json.loads(result.stdout)["predictions"]] == ["done", "failed"]
+
+
+def test_no_targets_is_a_usage_error(database_url: str) -> None:
+    result = invoke("predict", "resnet18", "--targets", "", "--database-url", database_url)
+    assert result.exit_code == 2
+    assert "no targets" in words(result.stderr)
+    assert result.stdout == ""
+
+
+def test_every_target_answered_exits_0(database_url: str) -> None:
+    result = invoke("predict", "test_vit", "--targets", "t4,rtx3090", "--database-url", database_url)
+    assert result.exit_code == 0
+
+
+def test_targets_at_80_columns_cut_no_id() -> None:
+    from understudy.catalog import catalog
+
+    result = invoke("targets", columns=80)
+    assert result.exit_code == 0
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+    shown = {line.split()[0] for line in result.stdout.splitlines() if line.strip()}
+    assert {spec.id for spec in catalog()} <= shown
+
+
+@pytest.mark.parametrize("command", [[], ["predict"], ["evaluate"], ["targets"], ["worker"], ["keys", "list"]])
+def test_help_shows_no_type_beside_a_flag(command: list[str]) -> None:
+    from cli.service import register
+
+    register(cli)
+    result = invoke(*command, "--help", columns=100)
+    assert result.exit_code == 0
+    assert "--help" in result.stdout
+    assert "<bool>" not in result.stdout
+
+
+def test_progress_stays_out_of_output_that_is_not_a_terminal(database_url: str) -> None:
+    result = invoke("predict", "test_vit", "--targets", "t4", "--json", "--database-url", database_url)
+    assert result.exit_code == 0
+    assert "looking up the cache" not in result.output
+    assert "⠋" not in result.output
+
+
+def test_a_cached_answer_imports_no_torch(database_url: str, cache_dir: Path) -> None:
+    """In a fresh process, as a user runs it: the first answer builds the engine, the repeat comes from the store
+    before anything heavy is imported."""
+    code = ("import sys\n"
+            "from cli.main import main\n"
+            "try:\n    main()\n"
+            "finally:\n    print('torch imported' if 'torch' in sys.modules else 'no torch', file=sys.stderr)\n")
+    args = [sys.executable, "-c", code, "predict", "test_vit", "--targets", "t4,rtx3090", "--estimator", "analytic",
+            "--json", "--database-url", database_url]
+    env = {**os.environ, "UNDERSTUDY_CACHE_DIR": str(cache_dir)}
+    first = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    again = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    assert first.returncode == 0, first.stderr
+    assert again.returncode == 0, again.stderr
+    assert "torch imported" in first.stderr
+    assert "no torch" in again.stderr
+    assert [p["cached"] for p in json.loads(again.stdout)["predictions"]] == [True, True]
+    assert json.loads(again.stdout)["predictions"][0]["latency_ms"] == json.loads(first.stdout)["predictions"][0][
+        "latency_ms"]

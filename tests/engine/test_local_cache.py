@@ -12,11 +12,14 @@ from tests.fakes import FakeNvml, FakeTimer, RestrictionRecorder, h200_host, mak
 from sqlalchemy import Engine as Database
 
 from understudy.catalog import TargetSpec, catalog
+from understudy.calibration import CalibrationSet
+from understudy.keys import cache_key, expected_identity
 from understudy.results import Measurement, PredictionResult
 from ledger.db import init_sqlite
+from ledger.sqlite_cache import lookup_sqlite
 from understudy.workload import Workload
 from engine.engine import Engine, Progress
-from cli.local import predict_cached
+from cli.local import lookup, predict_cached
 
 WORKLOAD = Workload(model="test_vit", mode="infer")
 
@@ -87,3 +90,48 @@ def test_measured_prediction_is_not_served_to_another_host(db: Database, monkeyp
     predict_cached(first_host, db, WORKLOAD, [catalog().get("t4")], "spec")
     ((_, cached),) = predict_cached(other_host, db, WORKLOAD, [catalog().get("t4")], "spec")
     assert not cached
+
+
+# --- the torch-free lookup `understudy predict` answers a cached request with ------------------------------------
+
+def keys_of(engine: Engine, targets: list[TargetSpec], estimator: str | None = None) -> list[str]:
+    return [cache_key(WORKLOAD, t, engine.identity(estimator, t)) for t in targets]
+
+
+def test_sqlite_lookup_reads_what_the_store_wrote(db: Database, tmp_path: Path, cpu_engine: CountingEngine) -> None:
+    targets = [catalog().get("t4"), catalog().get("l4")]
+    predict_cached(cpu_engine, db, WORKLOAD, targets)
+    keys = keys_of(cpu_engine, targets)
+    assert lookup_sqlite(tmp_path / "cache.sqlite", keys) == lookup(db, keys)
+    assert set(lookup_sqlite(tmp_path / "cache.sqlite", keys)) == set(keys)
+
+
+def test_sqlite_lookup_leaves_out_a_failed_prediction(db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      recorder: RestrictionRecorder) -> None:
+    monkeypatch.setattr("engine.timing.StepTimer", FakeTimer(result=Measurement(status="failed", error="busy")))
+    engine = Engine(make_settings(), nvml=FakeNvml(), host=h200_host())
+    predict_cached(engine, db, WORKLOAD, [catalog().get("t4")], "spec")
+    assert lookup_sqlite(tmp_path / "cache.sqlite", keys_of(engine, [catalog().get("t4")], "spec")) == {}
+
+
+def test_sqlite_lookup_of_a_file_not_yet_made_finds_nothing(tmp_path: Path) -> None:
+    assert lookup_sqlite(tmp_path / "none.sqlite", ["a" * 64]) == {}
+    assert not (tmp_path / "none.sqlite").exists()
+
+
+def test_cache_keys_need_no_engine(cpu_engine: CountingEngine) -> None:
+    """understudy.keys.expected_identity, which `predict` uses before building an engine, is what the engine
+    records: on a machine without a GPU, on a GPU host, and for the calibrated estimator."""
+    for target in (catalog().get("t4"), catalog().get("l4")):
+        assert expected_identity(None, target, cpu_engine.host, cpu_engine.settings) == cpu_engine.identity(None,
+                                                                                                           target)
+    gpu = Engine(make_settings(), nvml=FakeNvml(), host=h200_host())
+    t4 = catalog().get("t4")
+    for name in ("spec", "hostaware", "flops", "analytic", None):
+        assert expected_identity(name, t4, gpu.host, gpu.settings) == gpu.identity(name, t4)
+    calibrations = {"t4": CalibrationSet.model_validate({"points": [{"workload": {"model": "test_vit"},
+                                                                     "measured_ms": 3.0}]})}
+    for engine in (cpu_engine, gpu):
+        for given in (calibrations, {}):
+            assert expected_identity("calibrated", t4, engine.host, engine.settings, given) == engine.identity(
+                "calibrated", t4, given)

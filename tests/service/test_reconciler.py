@@ -131,3 +131,11 @@ def test_the_api_re_queues_lost_rows_on_its_own(app, auth, redis, monkeypatch):
         get_settings.cache_clear()
 
     assert prediction["status"] == "done"
+
+
+def test_a_worker_token_names_its_slot_as_the_hosts_list_does():
+    from ledger.dispatch import worker_slot, worker_token
+
+    assert worker_slot(worker_token("gpu-box-2:gpu1", 4242, "a1b2c3")) == "gpu-box-2:gpu1"
+    assert worker_slot("someone-elses-rq-worker") == "someone-elses-rq-worker"
+    assert worker_slot(None) is None

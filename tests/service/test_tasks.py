@@ -100,3 +100,23 @@ def test_a_duplicate_job_for_rows_already_claimed_does_nothing(client, auth, red
 
     assert run_predictions([created.json()["data"][0]["id"]]) == {"claimed": 0}
     assert len(engine.calls) == 1
+
+
+def test_a_job_whose_rows_are_already_final_answers_without_importing_torch(client, auth, redis, engine,
+                                                                             service_env):
+    """A duplicate job (the reconciler's) finds its rows done in the ledger before anything heavy is imported."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    created = client.post("/v1/predictions", json=predict_body(["t4"]), headers=auth).json()
+    run_queued_jobs(redis)
+    ids = [item["id"] for item in created["data"]]
+    code = ("import json, sys\nfrom worker.tasks import run_predictions\n"
+            "answer = run_predictions(json.loads(sys.argv[1]))\n"
+            "print(json.dumps({'answer': answer, 'torch': 'torch' in sys.modules}))\n")
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(ids)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **service_env})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"answer": {"claimed": 0}, "torch": False}

@@ -85,11 +85,35 @@ def test_a_burst_worker_runs_a_post_and_registers_its_host(client, auth, db, wor
     for item in created.json()["data"]:
         polled = client.get(f"/v1/predictions/{item['id']}").json()
         assert polled["status"] == "done", polled
-        assert polled["host"]["worker"].startswith("testbox:gpu0-")
     with Session(db) as session:
         host = session.get(Host, "testbox:gpu0")
     assert host is not None and host.info["gpu_index"] == 0
     assert host.info["estimators"]["analytic"] == {"version": estimator_info("analytic").version, "needs_gpu": False}
+
+
+def test_a_prediction_names_its_worker_as_the_hosts_list_does(client, auth, workers):
+    created = client.post("/v1/predictions", json=predict_body(["t4"]), headers=auth)
+    workers.append(worker := start_worker("--burst"))
+    output, _ = worker.communicate(timeout=120)
+    assert worker.returncode == 0, output
+
+    polled = client.get(f"/v1/predictions/{created.json()['data'][0]['id']}").json()
+    hosts = client.get("/v1/hosts").json()["data"]
+    assert polled["host"]["worker"] == "testbox:gpu0"
+    assert [host["id"] for host in hosts] == ["testbox:gpu0"]
+
+
+def test_a_worker_without_a_gpu_advertises_only_what_it_can_run(db, workers):
+    workers.append(worker := start_worker("--burst"))
+    output, _ = worker.communicate(timeout=120)
+    assert worker.returncode == 0, output
+
+    with Session(db) as session:
+        host = session.get(Host, "testbox:gpu0")
+    assert host is not None
+    if host.gpu_name is not None:
+        pytest.skip("this machine has a GPU: its worker runs every estimator")
+    assert set(host.info["estimators"]) == {"analytic", "calibrated"}
 
 
 def registered(db) -> bool:

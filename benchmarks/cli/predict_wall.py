@@ -1,0 +1,239 @@
+"""Wall time of `understudy predict` as a user runs it: a fresh process each time, process start included.
+
+Two measurements, each written as JSON and markdown to --out:
+
+- `cache` (any machine; the committed report is from the project's 2-core machine without a GPU): the first
+  (cold) prediction of a workload, with an empty cache and no remembered host probe, and its repeats, answered from
+  the cache. The goal: a cached answer in under 1 s.
+- `first` (the GPU test host): the first prediction of one workload for 10 targets with the default estimator
+  (`hostaware`), against the same workload for 1 target, each in a fresh process with an empty cache; the goal is
+  under 10 s for 10 targets and under 0.5 s per target beyond the first. A child process also times the phases of
+  one first prediction (imports, host probe, counting, measuring, estimating).
+
+    .venv/bin/python -m benchmarks.cli.predict_wall cache --out benchmarks/cli/results
+    source scripts/device_setup.sh && python3 -m benchmarks.cli.predict_wall first --out $OUT
+
+The machine is shared: the load average before and after each run is in the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+# The command line, run as a module so that it needs no installed `understudy` script (the GPU host has none).
+CLI_MODULE = "cli"
+ROOT = Path(__file__).resolve().parents[2]
+
+CACHE_WORKLOAD = ["resnet50", "--mode", "train", "--batch-size", "32"]
+CACHE_TARGETS = "t4,rtx-3090,rtx-4090"
+# Ten catalog GPUs, consumer and data-center, small to large.
+FIRST_TARGETS = ("rtx-2060", "t4", "rtx-3060-12-gb", "l4", "a10-pcie", "rtx-3080-10-gb", "rtx-3090",
+                 "rtx-4070-super", "rtx-4090", "a100-sxm4-40-gb")
+FIRST_WORKLOADS = (
+    ["resnet50", "--mode", "train", "--batch-size", "64"],
+    ["convnext_tiny", "--mode", "train", "--batch-size", "64"],
+    ["vit_base_patch16_224", "--mode", "infer", "--batch-size", "64"],
+    ["efficientnet_b0", "--mode", "infer", "--batch-size", "64"],
+)
+
+
+def predict_once(workload: list[str], targets: str, scratch: Path, *extra: str) -> dict[str, Any]:
+    """One `understudy predict ... --json` in a fresh process with the cache under `scratch`: wall seconds, exit
+    code, and how many of its answers came from the cache."""
+    env = {**os.environ, "UNDERSTUDY_CACHE_DIR": str(scratch / "cache"),
+           "DATABASE_URL": f"sqlite:///{scratch / 'predictions.sqlite'}",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", CLI_MODULE, "predict", *workload, "--targets", targets, "--json", *extra]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900, check=False)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU seconds too: on a shared machine the wall time also counts the time others' processes held the cores.
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    run: dict[str, Any] = {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "exit_code": done.returncode}
+    try:
+        answer = json.loads(done.stdout)
+        run["cached"] = sum(1 for p in answer["predictions"] if p["cached"])
+        run["statuses"] = sorted({p["status"] for p in answer["predictions"]})
+        run["estimator"] = answer["predictions"][0]["estimator"]
+        run["host"] = answer["host"].get("gpu_name") or "no GPU"
+    except (ValueError, KeyError, IndexError):
+        run["stderr"] = done.stderr[-2000:]
+    return run
+
+
+def summary(walls: list[float]) -> dict[str, float]:
+    return {"min_s": round(min(walls), 3), "median_s": round(statistics.median(walls), 3),
+            "max_s": round(max(walls), 3), "runs": len(walls)}
+
+
+def python_start() -> list[float]:
+    """The floor: an interpreter that starts and exits."""
+    walls = []
+    for _ in range(5):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        walls.append(time.perf_counter() - started)
+    return walls
+
+
+def cache(repeats: int, cold_runs: int) -> dict[str, Any]:
+    report: dict[str, Any] = {"workload": " ".join(CACHE_WORKLOAD), "targets": CACHE_TARGETS,
+                              "load_before": os.getloadavg()}
+    report["python_start"] = summary(python_start())
+    cold, cached = [], []
+    for _ in range(cold_runs):
+        with tempfile.TemporaryDirectory(prefix="understudy-cli-") as scratch:
+            first = predict_once(CACHE_WORKLOAD, CACHE_TARGETS, Path(scratch))
+            cold.append(first)
+            if not cached:
+                cached = [predict_once(CACHE_WORKLOAD, CACHE_TARGETS, Path(scratch)) for _ in range(repeats)]
+    report["cold"] = {**summary([r["wall_s"] for r in cold]), "cpu": summary([r["cpu_s"] for r in cold]),
+                      "runs_detail": cold}
+    report["cached"] = {**summary([r["wall_s"] for r in cached]), "cpu": summary([r["cpu_s"] for r in cached]),
+                        "runs_detail": cached}
+    report["load_after"] = os.getloadavg()
+    report["all_cached"] = all(r["cached"] == len(CACHE_TARGETS.split(",")) for r in cached)
+    return report
+
+
+def first(workloads: list[list[str]]) -> dict[str, Any]:
+    report: dict[str, Any] = {"targets": list(FIRST_TARGETS), "load_before": os.getloadavg(), "workloads": []}
+    report["python_start"] = summary(python_start())
+    # Once, before anything is timed: torch's libraries into the page cache, so that the first timed run does not
+    # pay for the disk and make the later ones look cheaper than they are.
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import torch, timm; torch.cuda.is_available() and torch.cuda.init()"],
+                   check=False, cwd=ROOT, timeout=600)
+    report["warm_up_s"] = round(time.perf_counter() - started, 3)
+    for workload in workloads:
+        row: dict[str, Any] = {"workload": " ".join(workload)}
+        with tempfile.TemporaryDirectory(prefix="understudy-cli-") as scratch:
+            row["one_target"] = predict_once(workload, FIRST_TARGETS[0], Path(scratch))
+        with tempfile.TemporaryDirectory(prefix="understudy-cli-") as scratch:
+            row["ten_targets"] = predict_once(workload, ",".join(FIRST_TARGETS), Path(scratch))
+            row["ten_targets_cached"] = predict_once(workload, ",".join(FIRST_TARGETS), Path(scratch))
+        row["per_extra_target_s"] = round((row["ten_targets"]["wall_s"] - row["one_target"]["wall_s"])
+                                          / (len(FIRST_TARGETS) - 1), 3)
+        row["phases"] = phases_in_child(workload)
+        report["workloads"].append(row)
+        print(f"{row['workload']}: 10 targets {row['ten_targets']['wall_s']:.1f} s, 1 target "
+              f"{row['one_target']['wall_s']:.1f} s, cached {row['ten_targets_cached']['wall_s']:.2f} s",
+              file=sys.stderr, flush=True)
+    report["load_after"] = os.getloadavg()
+    return report
+
+
+def phases_in_child(workload: list[str]) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, "-m", "benchmarks.cli.predict_wall", "phases", "--", *workload],
+                          capture_output=True, text=True, cwd=ROOT, timeout=900, check=False)
+    try:
+        return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    except (ValueError, IndexError):
+        return {"error": done.stderr[-2000:]}
+
+
+def phases(workload_args: list[str]) -> dict[str, float]:
+    """One first prediction's phases, in this process: what the 10-target wall time is made of."""
+    marks: dict[str, float] = {}
+    started = time.perf_counter()
+
+    def mark(name: str) -> None:
+        nonlocal started
+        marks[name] = round(time.perf_counter() - started, 3)
+        started = time.perf_counter()
+
+    import timm  # noqa: F401 - the import is the phase
+    import torch  # noqa: F401
+
+    mark("import_torch_timm_s")
+    from understudy.catalog import resolve_target
+    from understudy.workload import Workload
+    from engine.engine import Engine
+    from engine.estimators.analytic import counts_for
+    from engine.measurement_log import MeasurementLog
+
+    model, *options = workload_args
+    pairs = dict(zip(options[::2], options[1::2], strict=True))
+    workload = Workload(model=model, mode=pairs.get("--mode", "train"),  # type: ignore[arg-type]
+                        batch_size=int(pairs.get("--batch-size", 32)))
+    targets = [resolve_target(name) for name in FIRST_TARGETS]
+    mark("import_understudy_s")
+    with tempfile.TemporaryDirectory(prefix="understudy-phases-") as scratch:
+        engine = Engine(log=MeasurementLog(Path(scratch) / "log.jsonl"))
+        mark("engine_and_host_probe_s")
+        counts_for(workload)
+        mark("count_on_meta_device_s")
+        engine.predict(workload, targets)
+        mark("measure_and_estimate_10_targets_s")
+        # Again: the measurement now comes from the log and the counts from memory, so this is estimating alone.
+        engine.predict(workload, targets)
+        mark("estimate_10_targets_again_s")
+    return marks
+
+
+def markdown(kind: str, report: dict[str, Any]) -> str:
+    lines = [f"# `understudy predict` wall time: {kind}", "", f"Command: `{report['command']}`  ",
+             f"Date: {report['date']}; machine: {report['machine']}; load average before "
+             f"{report['load_before'][0]:.2f}, after {report['load_after'][0]:.2f}  ",
+             f"Python start alone: median {report['python_start']['median_s']:.3f} s", ""]
+    if kind == "cache":
+        lines += [f"Workload `{report['workload']}` on `{report['targets']}`, fresh processes. Wall: seconds from "
+                  "start to exit; CPU: the process's user + system seconds.", "",
+                  "| run | wall min s | wall median s | wall max s | CPU median s | runs |",
+                  "|---|---|---|---|---|---|"]
+        for name in ("cold", "cached"):
+            s = report[name]
+            lines.append(f"| {name} | {s['min_s']:.3f} | {s['median_s']:.3f} | {s['max_s']:.3f} | "
+                         f"{s['cpu']['median_s']:.3f} | {s['runs']} |")
+        lines += ["", f"Every cached run answered all targets from the cache: {report['all_cached']}."]
+    else:
+        lines += ["| workload | 1 target s | 10 targets s | per extra target s | 10 cached s |",
+                  "|---|---|---|---|---|"]
+        for row in report["workloads"]:
+            lines.append(f"| {row['workload']} | {row['one_target']['wall_s']:.2f} | "
+                         f"{row['ten_targets']['wall_s']:.2f} | {row['per_extra_target_s']:.3f} | "
+                         f"{row['ten_targets_cached']['wall_s']:.2f} |")
+        lines += ["", "Phases of one first prediction (seconds):", ""]
+        for row in report["workloads"]:
+            lines.append(f"- {row['workload']}: " + ", ".join(f"{k} {v}" for k, v in row["phases"].items()))
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("kind", choices=["cache", "first", "phases"])
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "cli" / "results")
+    parser.add_argument("--repeats", type=int, default=10, help="cache: cached runs")
+    parser.add_argument("--cold-runs", type=int, default=3, help="cache: cold runs, each with an empty cache")
+    parser.add_argument("--workloads", type=int, default=len(FIRST_WORKLOADS), help="first: how many workloads")
+    parser.add_argument("workload", nargs="*", help="phases: MODEL --mode M --batch-size B")
+    args = parser.parse_args()
+    if args.kind == "phases":
+        sys.stdout.write(json.dumps(phases(args.workload)) + "\n")
+        return 0
+    report = cache(args.repeats, args.cold_runs) if args.kind == "cache" else first(
+        list(FIRST_WORKLOADS[: args.workloads]))
+    report["command"] = " ".join([Path(sys.executable).name, "-m", "benchmarks.cli.predict_wall", *sys.argv[1:]])
+    report["date"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    report["machine"] = f"{os.cpu_count()} cores, {os.uname().nodename}"
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{args.kind}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (args.out / f"{args.kind}.md").write_text(markdown(args.kind, report))
+    sys.stdout.write(markdown(args.kind, report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
