@@ -16,7 +16,8 @@ from app import errors
 from app.api.main import api_router
 from app.core.config import get_settings
 from app.core.db import db_engine, redis_for
-from app.limits import BodySizeLimit, WriteRateLimit
+from app.auth import ApiKeyGate
+from app.limits import BodySizeLimit, RateLimit
 from understudy.dispatch import reconcile
 
 log = logging.getLogger("understudy.api")
@@ -60,9 +61,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 def create_app() -> FastAPI:
     app = FastAPI(title="Understudy", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     errors.install(app)
-    # The last added runs first: rate limits, then the body size cap, then the routes.
+    # The last added runs first: rate limits, then the API key (before any body is read), then the body size cap,
+    # then the routes.
     app.add_middleware(BodySizeLimit)
-    app.add_middleware(WriteRateLimit)
+    app.add_middleware(ApiKeyGate)
+    app.add_middleware(RateLimit)
 
     app.include_router(api_router)
     return app

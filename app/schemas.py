@@ -52,6 +52,12 @@ TargetRef = Annotated[
 TARGET_TAGS = ("catalog", "inline")
 EstimatorName = Annotated[str, StringConstraints(min_length=1, max_length=40), AfterValidator(_known_estimator)]
 
+# The most targets any request may list, whatever UNDERSTUDY_MAX_TARGETS says (which may only lower it): every
+# target is looked up while the body is validated, on the event loop.
+MAX_TARGETS_IN_SCHEMA = 256
+# Calibration points: each is predicted by the base estimator when the calibration is first fitted, in one job.
+MAX_CALIBRATION_POINTS = 50
+
 WORKLOAD_EXAMPLE = {"model": "resnet50", "mode": "train", "batch_size": 64, "resolution": 224,
                     "precision": "amp-fp16", "optimizer": "sgd"}
 
@@ -73,7 +79,7 @@ class PredictionCreate(BaseModel):
 
     workload: Workload
     targets: list[TargetRef] = Field(
-        min_length=1, max_length=1000,
+        min_length=1, max_length=MAX_TARGETS_IN_SCHEMA,
         description="catalog ids or names (GET /v1/targets), or inline specs of GPUs not in the catalog",
     )
     estimator: EstimatorName | None = Field(
@@ -86,6 +92,11 @@ class PredictionCreate(BaseModel):
         default=None, min_length=1, max_length=200,
         description="for a GPU estimator: the registered host to measure on (its id, fingerprint or host class, "
                     "as GET /v1/hosts lists them); default: the best registered GPU host",
+    )
+    calibration: str | None = Field(
+        default=None, min_length=1, max_length=32, pattern=r"^[0-9a-f]+$",
+        description="with estimator calibrated: the id of the calibration to use for its target (anyone's, by id); "
+                    "default: the caller's own latest calibration of each target",
     )
 
 
@@ -244,7 +255,8 @@ def prediction_public(row: Prediction, cached: bool = False) -> PredictionPublic
     latency = None
     if row.latency_ms is not None:
         latency = LatencyPublic(min_ms=row.latency_ms, median_ms=row.median_ms, spread_ms=row.spread_ms)
-    worker = row.worker_id.removeprefix("us-") if row.worker_id else None
+    # The worker's slot ("box:gpu0"), not its token ("us-box:gpu0-<pid>-<tag>"): the token names its liveness key.
+    worker = row.worker_id.removeprefix("us-").rsplit("-", 2)[0] if row.worker_id else None
     return PredictionPublic(
         id=row.id,
         request_id=row.request_id,
@@ -272,11 +284,19 @@ def prediction_public(row: Prediction, cached: bool = False) -> PredictionPublic
     )
 
 
-def host_public(host: Host, alive: bool, queues: dict[str, int] | None) -> HostPublic:
+# What a worker's heartbeat says about its process that only an admin sees: a PID, the Redis key of its GPU lock and
+# the token that names it (with which a caller could impersonate its liveness).
+HOST_INTERNALS = ("pid", "lock", "worker")
+
+
+def host_public(host: Host, alive: bool, queues: dict[str, int] | None, internals: bool = False) -> HostPublic:
+    info = dict(host.info or {})
+    if not internals:
+        info = {key: value for key, value in info.items() if key not in HOST_INTERNALS}
     return HostPublic(
         id=host.id, host_class=host.host_class, gpu_name=host.gpu_name, fingerprint=host.fingerprint,
         last_heartbeat=host.last_heartbeat, alive=alive,
-        queue_depth=queues.get(host.host_class) if queues is not None else None, queues=queues, info=host.info,
+        queue_depth=queues.get(host.host_class) if queues is not None else None, queues=queues, info=info,
     )
 
 
@@ -416,6 +436,19 @@ def _not_calibrated_itself(value: str | None) -> str | None:
     return value
 
 
+class CalibrationPointCreate(BaseModel):
+    """One measurement as a request gives it: finite and plausible (a step from 10 us to 10 minutes)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workload: Workload
+    measured_ms: float = Field(ge=0.01, le=600_000, allow_inf_nan=False, strict=True,
+                               description="the measured step time in milliseconds")
+
+    def point(self) -> CalibrationPoint:
+        return CalibrationPoint(workload=self.workload, measured_ms=self.measured_ms)
+
+
 class CalibrationCreate(BaseModel):
     """A few real measurements of one target: workloads and their measured step times."""
 
@@ -428,8 +461,8 @@ class CalibrationCreate(BaseModel):
             "base_estimator": "analytic"}]},
     )
 
-    points: list[CalibrationPoint] = Field(
-        min_length=1, max_length=1000,
+    points: list[CalibrationPointCreate] = Field(
+        min_length=1, max_length=MAX_CALIBRATION_POINTS,
         description="measured step times of workloads on this target (the minimum over timed windows, in ms)",
     )
     base_estimator: Annotated[EstimatorName | None, AfterValidator(_not_calibrated_itself)] = Field(
