@@ -492,3 +492,31 @@ def calibration_public(row: Calibration) -> CalibrationPublic:
     return CalibrationPublic(id=row.id, target_id=row.target_id, base_estimator=row.base_estimator, k=len(points),
                              digest=str((row.parameters or {}).get("digest", "")), points=points,
                              created_at=row.created_at)
+
+
+# --- API keys (admin) -------------------------------------------------------------------------------------------
+
+
+class ApiKeyCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=120, description="who or what uses the key")
+    admin: bool = Field(default=False, description="an admin key sees every owner's rows and manages keys")
+
+
+class ApiKeyPublic(BaseModel):
+    id: str
+    name: str
+    prefix: str = Field(description="the token's first characters, to recognise it by")
+    admin: bool
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+class ApiKeyCreatedPublic(ApiKeyPublic):
+    token: str = Field(description="the key itself, shown only in this answer: send it as X-API-Key")
+
+
+class ApiKeysPublic(BaseModel):
+    data: list[ApiKeyPublic]
+    count: int
