@@ -219,24 +219,25 @@ def resolve_targets(items: list[str | InlineTarget], settings: Settings) -> list
 
 
 def check_queue(*, session: Session, redis: Redis, settings: Settings, queue: str) -> None:
-    """503 when nothing would run a job put on this queue now, or when the queue is already full."""
+    """503 when nothing would run a job put on this queue now."""
     if settings.require_live_worker and not has_live_worker(session=session, redis=redis, settings=settings,
                                                             queue=queue):
         raise ServiceUnavailable(f"no live worker serves queue {queue!r}, so the job would wait for nobody; start "
                                  "`understudy worker` (or try again once one runs)", retry_after_s=30)
-    if settings.max_queue_depth and rq_queue(redis, queue).count >= settings.max_queue_depth:
-        raise ServiceUnavailable(f"queue {queue!r} holds {settings.max_queue_depth} jobs "
-                                 "(UNDERSTUDY_MAX_QUEUE_DEPTH); try again later", retry_after_s=30)
 
 
-def charge(*, redis: Redis, settings: Settings, owner: str, queue: str, cost_s: float) -> bool:
-    """Admit one job of `cost_s` estimated worker seconds for this owner, or raise 429; True when the owner had
-    nothing else waiting in the queue (so the job goes to its front)."""
+def charge(*, redis: Redis, settings: Settings, owner: str, queue: str, cost_s: float) -> None:
+    """Admit one job of `cost_s` estimated worker seconds for this owner, or raise 429 (this owner's limits) or 503
+    (the queue is full)."""
     admission = admit(redis, owner=owner, queue=queue, cost_s=cost_s, budget_s=settings.work_budget_s,
                       window_s=settings.work_window_s, max_waiting=settings.max_waiting_jobs_per_key,
-                      waiting_ttl_s=max(settings.job_timeout_s, settings.work_window_s) * 2)
+                      waiting_ttl_s=max(settings.job_timeout_s, settings.work_window_s) * 2,
+                      max_depth=settings.max_queue_depth)
     if admission.admitted:
-        return admission.first_waiting
+        return
+    if admission.reason == "full":
+        raise ServiceUnavailable(f"queue {queue!r} holds {settings.max_queue_depth} waiting jobs "
+                                 "(UNDERSTUDY_MAX_QUEUE_DEPTH); try again later", retry_after_s=30)
     if admission.reason == "waiting":
         raise TooManyRequests(f"this key already has {settings.max_waiting_jobs_per_key} jobs waiting "
                               f"(UNDERSTUDY_MAX_WAITING_JOBS_PER_KEY); try again when they have run",
@@ -294,10 +295,9 @@ def create_predictions(*, session: Session, redis: Redis, settings: Settings, re
         unique.setdefault(key, spec)
     to_run = [key for key in unique if key not in before or before[key].status == Status.failed.value]
     owner = caller.key_id if caller is not None else ANONYMOUS
-    at_front = False
     if to_run:
         check_queue(session=session, redis=redis, settings=settings, queue=placement.host_class)
-        at_front = charge(redis=redis, settings=settings, owner=owner, queue=placement.host_class,
+        charge(redis=redis, settings=settings, owner=owner, queue=placement.host_class,
                           cost_s=estimate_seconds(workload, placement.estimator, len(to_run)))
 
     now = utcnow()
@@ -341,8 +341,7 @@ def create_predictions(*, session: Session, redis: Redis, settings: Settings, re
         mine = set(ours)
         ordered = [rows[key].id for key in dict.fromkeys(keys) if rows[key].id in mine]
         # Should this fail, the rows wait in the ledger and the reconciler queues them once Redis is back.
-        enqueue(redis, settings, queue=placement.host_class, prediction_ids=ordered, job_id=job_id, owner=owner,
-                at_front=at_front)
+        enqueue(redis, settings, queue=placement.host_class, prediction_ids=ordered, job_id=job_id, owner=owner)
         queued_job = job_id
     elif to_run:
         job_started(redis, queue=placement.host_class, owner=owner)  # another request queued them: nothing waits

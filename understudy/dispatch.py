@@ -18,18 +18,21 @@ from datetime import timedelta
 from redis import Redis
 from rq import Queue
 from rq.job import Job, JobStatus
+from rq.rate_limit import RateLimit
 from sqlalchemy import Engine, select, text, update
 from sqlalchemy.orm import Session
 
 from understudy.jobs import SERIALIZER, AllowListedJob
-from understudy.queues import RUN_PREDICTIONS, alive_key
+from understudy.queues import KEY_PREFIX, RUN_PREDICTIONS, alive_key
 from understudy.results import Status
 from understudy.settings import Settings
 from understudy.store.models import Prediction, utcnow
 
 log = logging.getLogger(__name__)
 
-ACTIVE_JOB_STATES = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
+# A rate-limited job is held back by rq until its owner's earlier jobs end (enqueue): it will run.
+ACTIVE_JOB_STATES = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED,
+                     JobStatus.RATE_LIMITED}
 # Workers started by `understudy worker` carry tokens with this prefix and keep alive_key(token) fresh.
 WORKER_TOKEN_PREFIX = "us-"
 
@@ -44,9 +47,16 @@ def rq_queue(redis: Redis, name: str) -> Queue:
 
 
 def enqueue(redis: Redis, settings: Settings, *, queue: str, prediction_ids: list[str], job_id: str,
-            owner: str | None = None, at_front: bool = False) -> Job:
+            owner: str | None = None) -> Job:
     """Queue one job that runs these rows (one workload, one estimator, one host class) in one Engine.predict.
-    The owner (an API key id) is kept in the job's meta, so the worker can tell admission control it started."""
+
+    A job with an owner (an API key id) keeps it in its meta, so the worker can tell admission control it started,
+    and shares rq's concurrency limit with that owner's other jobs on the queue: past
+    UNDERSTUDY_MAX_ACTIVE_JOBS_PER_KEY queued or running, rq holds it back until one ends. So the queue takes the
+    owners in turn, and a flood from one waits behind itself (understudy/admission.py)."""
+    limit = None
+    if owner and settings.max_active_jobs_per_key:
+        limit = RateLimit(key=f"{KEY_PREFIX}{queue}:{owner}", concurrency=settings.max_active_jobs_per_key)
     return rq_queue(redis, queue).enqueue_call(
         RUN_PREDICTIONS,
         args=(list(prediction_ids),),
@@ -56,7 +66,7 @@ def enqueue(redis: Redis, settings: Settings, *, queue: str, prediction_ids: lis
         failure_ttl=settings.job_record_ttl_s,
         description=f"predict {len(prediction_ids)} target(s) on {queue}",
         meta={"owner": owner} if owner else None,
-        at_front=at_front,
+        rate_limit=limit,
     )
 
 

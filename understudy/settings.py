@@ -76,6 +76,8 @@ class Settings(BaseSettings):
     work_budget_s: float = Field(default=1800.0, ge=0, alias="UNDERSTUDY_WORK_BUDGET_S")
     work_window_s: float = Field(default=600.0, gt=0, le=86_400, alias="UNDERSTUDY_WORK_WINDOW_S")
     max_waiting_jobs_per_key: int = Field(default=50, ge=0, alias="UNDERSTUDY_MAX_WAITING_JOBS_PER_KEY")
+    # Fair scheduling: a key's jobs queued or running at once in one queue (0: no limit); rq holds back the rest.
+    max_active_jobs_per_key: int = Field(default=1, ge=0, alias="UNDERSTUDY_MAX_ACTIVE_JOBS_PER_KEY")
     max_queue_depth: int = Field(default=2000, ge=0, alias="UNDERSTUDY_MAX_QUEUE_DEPTH")
     require_live_worker: bool = Field(default=True, alias="UNDERSTUDY_REQUIRE_LIVE_WORKER")
 
