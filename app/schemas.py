@@ -338,7 +338,7 @@ class PopulationCreate(BaseModel):
 
     workload: Workload
     devices: list[PopulationDeviceCreate] = Field(
-        min_length=1, max_length=1000,
+        min_length=1, max_length=MAX_TARGETS_IN_SCHEMA,
         description="[{target, weight} or {target, count}]; one target listed twice adds up",
     )
     k: list[KValue] = Field(default_factory=lambda: [10], min_length=1, max_length=20,
