@@ -16,9 +16,15 @@ RUN pip install "torch==${TORCH_VERSION}" "torchvision==${TORCHVISION_VERSION}"
 WORKDIR /srv/understudy
 # Dependencies first, so a code change does not reinstall them.
 COPY pyproject.toml ./
-RUN mkdir -p understudy app worker && touch understudy/__init__.py app/__init__.py worker/__init__.py README.md \
-    && pip install -e . && rm -rf understudy app worker README.md
+RUN mkdir -p understudy ledger engine client evaluation app worker cli \
+    && for p in understudy ledger engine client evaluation app worker cli; do touch $p/__init__.py; done && touch README.md \
+    && pip install -e . && rm -rf understudy ledger engine client evaluation app worker cli README.md
 COPY understudy understudy
+COPY ledger ledger
+COPY engine engine
+COPY client client
+COPY evaluation evaluation
+COPY cli cli
 COPY app app
 COPY worker worker
 COPY migrations migrations

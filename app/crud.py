@@ -19,19 +19,19 @@ from sqlalchemy.orm import Session
 from app.errors import Conflict, FieldError, NotFound, ServiceUnavailable, TooManyRequests
 from app.schemas import CalibrationCreate, PopulationCreate, PredictionCreate
 from app.security import Caller
-from understudy.admission import admit, estimate_seconds, job_started
+from ledger.admission import admit, estimate_seconds, job_started
 from understudy.calibration import CalibrationSet
 from understudy.catalog import InlineTarget, TargetSpec, resolve_target
-from understudy.dispatch import enqueue, new_job_id, rq_queue
+from ledger.dispatch import enqueue, new_job_id, rq_queue
 from understudy.estimator_info import (CALIBRATED_ESTIMATOR, DEFAULT_CPU_ESTIMATOR, DEFAULT_GPU_ESTIMATOR,
                                        calibrated_version, estimator_info, estimator_version)
 from understudy.keys import ANY_HOST, cache_key
 from understudy.populations import DeviceLatency, ExcludedDevice, PopulationSummary, summarize
-from understudy.queues import CPU_QUEUE, alive_key, is_gpu_queue
+from ledger.queues import CPU_QUEUE, alive_key, is_gpu_queue
 from understudy.results import Status
 from understudy.settings import Settings
-from understudy.store.models import Calibration, Host, Population, Prediction, PredictionOwner, new_id, utcnow
-from understudy.store.predictions import new_row
+from ledger.models import Calibration, Host, Population, Prediction, PredictionOwner, new_id, utcnow
+from ledger.predictions import new_row
 from understudy.workload import Workload
 
 CACHED_STATES = (Status.done.value, Status.oom.value)
@@ -252,10 +252,15 @@ def record_owner(*, session: Session, caller: Caller | None, rows: list[Predicti
     """Put the rows in the caller's history (a cached row is shared: it gains one more owner)."""
     if caller is None or not rows:
         return
+    ids = list(dict.fromkeys(row.id for row in rows))
+    # A repeated request (the hot path: a cached answer asked for again) writes nothing.
+    owned = set(session.scalars(select(PredictionOwner.prediction_id).where(
+        PredictionOwner.owner_id == caller.key_id, PredictionOwner.prediction_id.in_(ids))))
     now = utcnow()
     values = [{"prediction_id": row_id, "owner_id": caller.key_id, "request_id": request_id, "created_at": now}
-              for row_id in dict.fromkeys(row.id for row in rows)]
-    session.execute(insert(PredictionOwner).values(values).on_conflict_do_nothing())
+              for row_id in ids if row_id not in owned]
+    if values:
+        session.execute(insert(PredictionOwner).values(values).on_conflict_do_nothing())
     session.commit()
 
 
@@ -363,11 +368,9 @@ def owned_by(owner: str) -> Any:
 
 def get_prediction(*, session: Session, prediction_id: str, owner: str | None = None) -> Prediction | None:
     """The row, if the owner (None: anyone) has it in its history."""
-    row = session.get(Prediction, prediction_id)
-    if row is None or owner is None:
-        return row
-    mine = session.get(PredictionOwner, (prediction_id, owner))
-    return row if mine is not None else None
+    if owner is None:
+        return session.get(Prediction, prediction_id)
+    return session.scalars(select(Prediction).where(Prediction.id == prediction_id, owned_by(owner))).first()
 
 
 @dataclass

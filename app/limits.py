@@ -22,7 +22,7 @@ from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import ApiError, BadRequest, PayloadTooLarge, TooManyRequests, api_error_response
-from understudy.queues import KEY_PREFIX
+from ledger.queues import KEY_PREFIX
 from understudy.settings import Settings, get_settings
 
 log = logging.getLogger("understudy.api")

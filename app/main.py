@@ -18,7 +18,7 @@ from app.core.config import get_settings
 from app.core.db import db_engine, redis_for
 from app.auth import ApiKeyGate
 from app.limits import BodySizeLimit, RateLimit
-from understudy.dispatch import reconcile
+from ledger.dispatch import reconcile
 
 log = logging.getLogger("understudy.api")
 

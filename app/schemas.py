@@ -14,7 +14,7 @@ from understudy.errors import UnknownEstimator, UnknownTarget
 from understudy.estimator_info import CALIBRATED_ESTIMATOR, estimator_info
 from understudy.populations import PopulationSummary
 from understudy.results import HostSetting, Status, TimingMode
-from understudy.store.models import Calibration, Host, Population, Prediction
+from ledger.models import Calibration, Host, Population, Prediction
 from understudy.workload import Workload
 
 # --- requests ---------------------------------------------------------------------------------------------------
@@ -131,7 +131,7 @@ class PredictionPublic(BaseModel):
                 "estimator_version": "1",
                 "latency": {"min_ms": 112.4, "median_ms": 112.4, "spread_ms": 0.0}, "samples_per_s": 569.4,
                 "host_setting": None, "timing_mode": "none",
-                "host": {"host_class": "cpu", "fingerprint": "any", "gpu_name": None, "worker": "us-box:gpu0-41-a1b2c3"},
+                "host": {"host_class": "cpu", "fingerprint": "any", "gpu_name": None, "worker": "box:gpu0"},
                 "error": None, "details": {}, "attempts": 1, "created_at": "2025-01-01T12:00:00Z",
                 "started_at": "2025-01-01T12:00:01Z", "finished_at": "2025-01-01T12:00:03Z",
             }]

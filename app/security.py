@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from understudy.store.models import ApiKey, utcnow
+from ledger.models import ApiKey, utcnow
 
 TOKEN_TAG = "us_"
 PREFIX_CHARS = 12

@@ -9,11 +9,11 @@ mkdir -p "$out"
 export DATABASE_URL="sqlite:///$out/demo.sqlite"
 for model in resnet50 vit_small_patch16_224; do
   for mechanism in green-context mps; do
-    python3 -m understudy.cli predict "$model" --targets rtx3060,rtx3090,rtx4090,h200 --mode train \
+    python3 -m cli.main predict "$model" --targets rtx3060,rtx3090,rtx4090,h200 --mode train \
       --precision amp-fp16 --batch-size 64 --resolution 224 --estimator spec --sm-mechanism "$mechanism" \
       --json > "$out/$model-$mechanism.json" 2> "$out/$model-$mechanism.log" || tail -5 "$out/$model-$mechanism.log"
   done
-  python3 -m understudy.cli predict "$model" --targets rtx3060,rtx3090,rtx4090 --mode train --precision amp-fp16 \
+  python3 -m cli.main predict "$model" --targets rtx3060,rtx3090,rtx4090 --mode train --precision amp-fp16 \
     --batch-size 64 --resolution 224 --estimator spec --sm-mechanism green-context 2>&1 | tail -12
 done
 python3 benchmarks/engine_demo_report.py "$out" | tee "$out/engine-demo.md"

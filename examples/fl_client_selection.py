@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from understudy.client import Client, ClientError, Population
+from client import Client, ClientError, Population
 from understudy.populations import DeviceLatency, max_clients_within, prob_round_within
 
 # The fleet: catalog GPUs by id, and two kinds the catalog does not have, given inline by their specifications.

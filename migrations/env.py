@@ -1,4 +1,4 @@
-"""Alembic environment: metadata from understudy.store.models, the URL from settings (DATABASE_URL)."""
+"""Alembic environment: metadata from ledger.models, the URL from settings (DATABASE_URL)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from alembic import context
 from sqlalchemy import engine_from_config, pool
 
 from understudy.settings import Settings
-from understudy.store.models import Base
+from ledger.models import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -4,10 +4,10 @@
   current clock lock.
 - FakeMpsControl: an executable written into a test's folder that plays nvidia-cuda-mps-control, appending its
   arguments, stdin and MPS folders to a log.
-- write_fake_python: an executable that plays the MPS child (`python -m worker.mps_child`): prints a
+- write_fake_python: an executable that plays the MPS child (`python -m engine.mps_child`): prints a
   Measurement, sleeps past its timeout with a grandchild in its process group, or crashes.
 - RestrictionRecorder: green_context and memory_cap replacements (they need CUDA) that record enter and exit.
-- FakeTimer: worker.timing.StepTimer's stand-in, for what the bench passes to the timing.
+- FakeTimer: engine.timing.StepTimer's stand-in, for what the bench passes to the timing.
 - FakeCuda: torch.cuda as the timing uses it (streams, events, CUDA graphs, the allocator) and a fake step, for the
   timing itself: what it builds, captures and frees.
 """
@@ -62,7 +62,7 @@ def h200_host(**overrides: Any) -> HostInfo:
 
 
 def done_measurement(**overrides: Any) -> Measurement:
-    """A successful measurement as worker.timing returns it."""
+    """A successful measurement as engine.timing returns it."""
     fields: dict[str, Any] = {
         "status": "done",
         "min_ms": 10.0,
@@ -226,7 +226,7 @@ if {refuse_start!r} and "-d" in argv:
 
 
 def write_fake_python(directory: Path, behaviour: str, measurement: Measurement | None = None) -> Path:
-    """An executable to put in sys.executable's place for `python -m worker.mps_child`.
+    """An executable to put in sys.executable's place for `python -m engine.mps_child`.
 
     behaviour: 'measure' prints `measurement` as the child would; 'hang' starts a grandchild in its process group,
     writes the grandchild's pid to grandchild.pid and sleeps; 'crash' writes to stderr and exits 3.
@@ -288,7 +288,7 @@ class FakeStream(str):
 
 
 class RestrictionRecorder:
-    """Replacements for worker.restrict.green_context and memory_cap that record ('enter'|'exit', what, value)."""
+    """Replacements for engine.restrict.green_context and memory_cap that record ('enter'|'exit', what, value)."""
 
     def __init__(self, refuse_green_context: bool = False) -> None:
         self.events: list[tuple[str, str, Any]] = []
@@ -324,7 +324,7 @@ class RestrictionRecorder:
 
 
 class FakeTimer:
-    """A stand-in for worker.timing.StepTimer: each timer it makes (one per bench that times in-process) records what
+    """A stand-in for engine.timing.StepTimer: each timer it makes (one per bench that times in-process) records what
     the bench passed to time() (and the clock the fake NVML held meanwhile), then returns `result` or raises `error`."""
 
     def __init__(self, result: Measurement | None = None, error: BaseException | None = None,
@@ -354,7 +354,7 @@ class FakeTimer:
 
 
 class FakeCuda:
-    """torch.cuda as worker.timing uses it, on a CPU, with worker.workloads.make_step replaced by a step that does
+    """torch.cuda as engine.timing uses it, on a CPU, with engine.workloads.make_step replaced by a step that does
     nothing. `events` lists, in order: ('build', graph_safe), ('capture', stream), ('capture refused', stream),
     ('graph reset', stream) and ('empty cache',).
 
@@ -388,7 +388,7 @@ class FakeCuda:
         monkeypatch.setattr(cuda, "reset_peak_memory_stats", lambda device=None: None)
         monkeypatch.setattr(cuda, "max_memory_allocated", lambda device=None: 2e9)
         monkeypatch.setattr(torch._C, "_cuda_clearCublasWorkspaces", lambda: None, raising=False)
-        monkeypatch.setattr("worker.workloads.make_step", self._make_step)
+        monkeypatch.setattr("engine.workloads.make_step", self._make_step)
         return self
 
     def builds(self) -> list[bool]:
@@ -433,7 +433,7 @@ class FakeCuda:
     def _make_step(self, workload: Any, device: Any, graph_safe: bool = False) -> Any:
         import torch
 
-        from worker.workloads import Step
+        from engine.workloads import Step
 
         time.sleep(self.build_s)
         self.events.append(("build", graph_safe))

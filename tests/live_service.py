@@ -41,8 +41,8 @@ WORKER_CODE = """
 import os
 from redis import Redis
 from rq import SimpleWorker
-from understudy.dispatch import rq_queue
-from understudy.jobs import SERIALIZER, AllowListedJob
+from ledger.dispatch import rq_queue
+from ledger.jobs import SERIALIZER, AllowListedJob
 redis = Redis.from_url(os.environ["REDIS_URL"])
 SimpleWorker([rq_queue(redis, "cpu")], connection=redis, serializer=SERIALIZER, job_class=AllowListedJob).work(
     burst=False, with_scheduler=False)

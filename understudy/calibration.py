@@ -1,16 +1,21 @@
 """Calibration: a user's few real measurements of one target turn any estimator into a fitted one for that target.
 
-The model is one multiplicative correction per target, fitted in log space: the median of log(measured /
-predicted) over the points, shrunk toward no correction as if PRIOR_POINTS more points had shown none. On the
-H200 evaluation the base estimator's errors on a target are mostly per-workload, not a shared bias, so a plain
-mean of a few points added noise (benchmarks/accuracy/README.md); the shrunk median stays within about a point
-of the base there and corrects a target whose bias is real.
+A base estimator is off on a target for reasons that are few and physical: its tensor cores, its plain FP32 lanes or
+its memory system deliver more or less than the zero-shot constants assume, and training may run differently from
+inference. So the correction fits one log-scale per kernel class (tensor, simt, other) and one per mode:
+
+    corrected = predicted x (sum over classes of share_c x e^theta_c) x e^phi_mode
+
+where share_c is the base prediction's share of time in class c (estimators that price classes report it in their
+details as `class_shares`; for one that does not, only the mode scale is fitted). The fit minimises the squared
+log error over the points plus a ridge that pulls every log-scale toward 0, the zero-shot value, as if
+PRIOR_POINTS more points had agreed with the base: with one point it barely moves, with many it follows the data,
+and a workload whose time is spread over classes informs each of them in proportion.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -41,12 +46,101 @@ class CalibrationSet(BaseModel):
         return sha256_of([[p.workload.digest(), p.measured_ms] for p in self.points])
 
 
-PRIOR_POINTS = 3
+CLASSES = ("tensor", "simt", "other")
+MODES = ("infer", "train")
+# Ridge weight, in points, on each log-scale (chosen on the RTX 3090 files at k = 5, reported on the RTX 4090's:
+# benchmarks/accuracy/calibration.py).
+PRIOR_POINTS = 2.0
 
 
-def fit_scale(predicted: Sequence[float], measured: Sequence[float]) -> float:
-    """The multiplicative correction for a target, from its calibration points' predictions and measurements."""
-    logs = [math.log(m / p) for p, m in zip(predicted, measured, strict=True) if p > 0 and m > 0]
-    if not logs:
+class FitPoint(BaseModel):
+    """One calibration point as the fit sees it: the base's prediction (and its class shares) and the measurement."""
+
+    model_config = ConfigDict(frozen=True)
+
+    predicted_ms: float = Field(gt=0)
+    measured_ms: float = Field(gt=0)
+    mode: str
+    shares: dict[str, float] | None = None
+
+
+class Correction(BaseModel):
+    """The fitted log-scales; factor() turns a base prediction's shares and mode into its multiplier."""
+
+    model_config = ConfigDict(frozen=True)
+
+    class_log_scales: dict[str, float]
+    mode_log_scales: dict[str, float]
+    points: int
+
+    def factor(self, shares: dict[str, float] | None, mode: str) -> float:
+        mixed = 1.0
+        if shares:
+            total = sum(shares.get(c, 0.0) for c in CLASSES)
+            if total > 0:
+                mixed = sum(shares.get(c, 0.0) / total * math.exp(self.class_log_scales.get(c, 0.0)) for c in CLASSES)
+        return mixed * math.exp(self.mode_log_scales.get(mode, 0.0))
+
+
+def fit_correction(points: Sequence[FitPoint], prior_points: float = PRIOR_POINTS) -> Correction:
+    """The ridge-regularised least-squares fit of the log-scales (Gauss-Newton; a handful of points and scales)."""
+    usable = [p for p in points if p.predicted_ms > 0 and p.measured_ms > 0 and math.isfinite(p.predicted_ms)
+              and math.isfinite(p.measured_ms)]
+    if not usable:
         raise ValueError("calibration needs at least one point with a positive prediction and measurement")
-    return math.exp(statistics.median(logs) * len(logs) / (len(logs) + PRIOR_POINTS))
+    residual = [math.log(p.measured_ms / p.predicted_ms) for p in usable]
+    shares = []
+    for point in usable:
+        given = point.shares or {}
+        total = sum(given.get(c, 0.0) for c in CLASSES)
+        shares.append([given.get(c, 0.0) / total for c in CLASSES] if total > 0 else None)
+    modes = sorted({p.mode for p in usable})
+    n_class, n_mode = len(CLASSES), len(modes)
+    x = [0.0] * (n_class + n_mode)
+    for _ in range(30):
+        rows, values = [], []
+        for point, r, share in zip(usable, residual, shares, strict=True):
+            jacobian = [0.0] * (n_class + n_mode)
+            model = 0.0
+            if share is not None:
+                weights = [s * math.exp(t) for s, t in zip(share, x[:n_class], strict=True)]
+                mixed = sum(weights)
+                model += math.log(mixed)
+                for c in range(n_class):
+                    jacobian[c] = weights[c] / mixed
+            m = n_class + modes.index(point.mode)
+            model += x[m]
+            jacobian[m] = 1.0
+            rows.append(jacobian)
+            values.append(r - model)
+        # The ridge as extra rows: sqrt(prior) x (0 - x_j) for each log-scale.
+        weight = math.sqrt(prior_points)
+        for j in range(n_class + n_mode):
+            rows.append([weight if i == j else 0.0 for i in range(n_class + n_mode)])
+            values.append(-weight * x[j])
+        step = _least_squares(rows, values)
+        x = [a + b for a, b in zip(x, step, strict=True)]
+        if max(abs(v) for v in step) < 1e-9:
+            break
+    return Correction(class_log_scales=dict(zip(CLASSES, x[:n_class], strict=True)),
+                      mode_log_scales=dict(zip(modes, x[n_class:], strict=True)), points=len(usable))
+
+
+def _least_squares(rows: list[list[float]], values: list[float]) -> list[float]:
+    """argmin |A s - v| through the normal equations (A has full column rank: the ridge rows see to it)."""
+    n = len(rows[0])
+    normal = [[sum(r[i] * r[j] for r in rows) for j in range(n)] for i in range(n)]
+    rhs = [sum(r[i] * v for r, v in zip(rows, values, strict=True)) for i in range(n)]
+    for col in range(n):  # Gaussian elimination with partial pivoting
+        pivot = max(range(col, n), key=lambda k: abs(normal[k][col]))
+        normal[col], normal[pivot] = normal[pivot], normal[col]
+        rhs[col], rhs[pivot] = rhs[pivot], rhs[col]
+        for k in range(col + 1, n):
+            f = normal[k][col] / normal[col][col]
+            for j in range(col, n):
+                normal[k][j] -= f * normal[col][j]
+            rhs[k] -= f * rhs[col]
+    solution = [0.0] * n
+    for i in reversed(range(n)):
+        solution[i] = (rhs[i] - sum(normal[i][j] * solution[j] for j in range(i + 1, n))) / normal[i][i]
+    return solution

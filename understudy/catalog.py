@@ -41,6 +41,9 @@ class TargetSpec(BaseModel):
     fp16_tensor_tflops: float | None = Field(default=None, ge=0.01, le=100_000)
     bf16_tensor_tflops: float | None = Field(default=None, ge=0.01, le=100_000)
     tf32_tensor_tflops: float | None = Field(default=None, ge=0.01, le=100_000)
+    # The clock held under a sustained deep-learning load: below the boost clock where the power limit binds
+    # (scripts/build_catalog.py derives it from TDP, SM count and the chip's other products). None: the boost clock.
+    sustained_clock_mhz: float | None = Field(default=None, ge=100, le=5000)
     source: str = Field(default="user-defined", max_length=2000)
     tensor_source: str = Field(default="user-defined", max_length=2000)
     origin: Literal["catalog", "inline"] = "inline"
@@ -63,6 +66,17 @@ class TargetSpec(BaseModel):
     def digest(self) -> str:
         """A hash of everything an estimator reads, so an edited spec never hits a stale cache entry."""
         return sha256_of(self.model_dump(mode="json", exclude={"source", "tensor_source", "origin"}))
+
+    def sustained_clock(self) -> float:
+        """MHz under a sustained load: the power-limited clock where known, never above the boost clock."""
+        return min(self.sustained_clock_mhz or self.boost_clock_mhz, self.boost_clock_mhz)
+
+    def sustained_tensor_tflops(self, precision: str) -> float:
+        """The tensor rate at the sustained clock (the peak rates are quoted at the boost clock)."""
+        return self.tensor_tflops(precision) * self.sustained_clock() / self.boost_clock_mhz
+
+    def sustained_fp32_tflops(self) -> float:
+        return float(self.fp32_tflops or 0) * self.sustained_clock() / self.boost_clock_mhz
 
     def tensor_tflops(self, precision: str) -> float:
         """Peak tensor-core rate for the matrix math of a precision (fp32 convolutions may use TF32)."""
@@ -163,6 +177,7 @@ def catalog() -> Catalog:
                 fp16_tensor_tflops=float(row["fp16_tensor_tflops"]),
                 bf16_tensor_tflops=float(row["bf16_tensor_tflops"]),
                 tf32_tensor_tflops=float(row["tf32_tensor_tflops"]),
+                sustained_clock_mhz=float(row["sustained_clock_mhz"]),
                 source=row["source"],
                 tensor_source=row["tensor_source"],
                 origin="catalog",
@@ -188,6 +203,10 @@ class InlineTarget(BaseModel):
     fp16_tensor_tflops: float | None = Field(default=None, ge=0.01, le=100_000)
     bf16_tensor_tflops: float | None = Field(default=None, ge=0.01, le=100_000)
     tf32_tensor_tflops: float | None = Field(default=None, ge=0.01, le=100_000)
+    sustained_clock_mhz: float | None = Field(
+        default=None, ge=100, le=5000,
+        description="the clock it holds under a sustained load, if its power limit keeps it below the boost clock "
+        "(a laptop, Max-Q or low-power part); the boost clock when left out")
 
     def to_spec(self) -> TargetSpec:
         data = self.model_dump()

@@ -2,7 +2,7 @@
 
 The API validates estimator names, picks a queue and computes cache keys from this table; a worker advertises the
 versions it actually runs in its heartbeat, and the API prefers those. tests/service/test_estimator_info.py keeps this
-table equal to worker.estimators.ESTIMATORS.
+table equal to engine.estimators.ESTIMATORS.
 """
 
 from __future__ import annotations

@@ -31,15 +31,15 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from understudy.dispatch import WORKER_TOKEN_PREFIX, reconcile
-from understudy.jobs import SERIALIZER, AllowListedJob
-from understudy.queues import CPU_QUEUE, ENV_WORKER_PID, ENV_WORKER_TOKEN, alive_key, gpu_lock_key, host_id
+from ledger.dispatch import WORKER_TOKEN_PREFIX, reconcile
+from ledger.jobs import SERIALIZER, AllowListedJob
+from ledger.queues import CPU_QUEUE, ENV_WORKER_PID, ENV_WORKER_TOKEN, alive_key, gpu_lock_key, host_id
 from understudy.results import HostInfo
 from understudy.settings import Settings
-from understudy.store.db import get_engine
-from understudy.store.models import Host
-from worker.probe import host_class
-from worker.restrict import ENV_MPS_DIR, quit_mps_daemons, reset_clocks
+from ledger.db import get_engine
+from ledger.models import Host
+from engine.probe import host_class
+from engine.restrict import ENV_MPS_DIR, quit_mps_daemons, reset_clocks
 
 log = logging.getLogger("understudy.worker")
 
@@ -53,8 +53,8 @@ class WorkerError(RuntimeError):
 
 def probe_child(gpu_index: int) -> None:
     """Entry point of the probe process: print the host and the estimator versions it would record, as JSON."""
-    from worker.estimators import ESTIMATORS, get_estimator
-    from worker.probe import load_nvml, probe_host
+    from engine.estimators import ESTIMATORS, get_estimator
+    from engine.probe import load_nvml, probe_host
 
     nvml = load_nvml()
     host = probe_host(gpu_index, nvml)
@@ -246,7 +246,7 @@ class Heartbeat:
 
 
 def mps_dir(settings: Settings, gpu_index: int) -> Path:
-    """Where the jobs of GPU `gpu_index`'s worker start their MPS daemons, one folder each (worker.restrict)."""
+    """Where the jobs of GPU `gpu_index`'s worker start their MPS daemons, one folder each (engine.restrict)."""
     return Path(settings.run_dir) / f"gpu{gpu_index}" / "mps"
 
 
@@ -258,7 +258,7 @@ def release_leftovers(settings: Settings, gpu_index: int, has_gpu: bool) -> list
     """
     released = []
     if has_gpu and settings.allow_clock_lock:
-        from worker.probe import load_nvml
+        from engine.probe import load_nvml
 
         nvml = load_nvml()
         if nvml is not None:

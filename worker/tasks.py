@@ -1,6 +1,6 @@
 """The rq job: run a group of ledger rows (one workload, one estimator, one host class) through the engine once.
 
-Enqueued by name ("worker.tasks.run_predictions", understudy.queues.RUN_PREDICTIONS) so the API never imports this.
+Enqueued by name ("worker.tasks.run_predictions", ledger.queues.RUN_PREDICTIONS) so the API never imports this.
 Targets of one request that need the same host setting share one measurement because they go to one
 Engine.predict call, which measures each distinct setting once.
 """
@@ -24,17 +24,17 @@ from sqlalchemy.orm import Session
 
 from understudy.calibration import CalibrationSet
 from understudy.catalog import TargetSpec
-from understudy.admission import job_started
+from ledger.admission import job_started
 from understudy.errors import UnderstudyError
 from understudy.estimator_info import CALIBRATED_ESTIMATOR, calibrated_version
-from understudy.queues import ENV_WORKER_PID, ENV_WORKER_TOKEN
+from ledger.queues import ENV_WORKER_PID, ENV_WORKER_TOKEN
 from understudy.results import PredictionResult, Status
 from understudy.settings import Settings, get_settings
-from understudy.store.db import get_engine
-from understudy.store.models import Calibration, Prediction, utcnow
-from understudy.store.predictions import apply_result
+from ledger.db import get_engine
+from ledger.models import Calibration, Prediction, utcnow
+from ledger.predictions import apply_result
 from understudy.workload import Workload
-from worker.lifetime import die_with_parent
+from engine.lifetime import die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +189,7 @@ def save_fits(db: DbEngine, stored: dict[str, Calibration], engine: Any) -> None
 @lru_cache(maxsize=4)
 def engine_for(gpu_index: int) -> Any:
     """The engine for this process's GPU, built (and the host probed) once per process."""
-    from worker.engine import Engine
+    from engine.engine import Engine
 
     return Engine(get_settings(), gpu_index=gpu_index)
 

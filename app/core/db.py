@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from understudy.settings import Settings
-from understudy.store.db import get_engine
+from ledger.db import get_engine
 
 
 def db_engine(settings: Settings) -> Engine:

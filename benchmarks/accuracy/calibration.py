@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from understudy.calibration import fit_scale  # noqa: E402
-from understudy.evaluation.metrics import error_summary  # noqa: E402
+from evaluation.metrics import error_summary  # noqa: E402
 
 
 def main() -> None:

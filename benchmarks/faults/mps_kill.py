@@ -68,7 +68,7 @@ def main() -> int:
                        "UNDERSTUDY_SM_MECHANISM": "mps", "UNDERSTUDY_TIMED_WINDOWS": str(args.windows),
                        "UNDERSTUDY_WINDOW_MS": str(args.window_ms)})
     from understudy.settings import Settings
-    from worker.restrict import ENV_MPS_DIR
+    from engine.restrict import ENV_MPS_DIR
 
     try:
         from worker.main import mps_dir
@@ -129,7 +129,7 @@ def worker(target: str) -> int:
     from understudy.catalog import resolve_target
     from understudy.settings import get_settings
     from understudy.workload import Workload
-    from worker.engine import Engine
+    from engine.engine import Engine
 
     (result,) = Engine(get_settings()).predict(Workload(**WORKLOAD), [resolve_target(target)], "spec")
     print(result.model_dump_json())
@@ -235,7 +235,7 @@ class Ours:
         found["daemons"] = daemons
         found["servers"] = [p for p in processes if "nvidia-cuda-mps-server" in p["cmdline"]
                             and (p["ppid"] in {d["pid"] for d in daemons} or (pipe and p["pipe"] == pipe))]
-        found["children"] = [p for p in processes if "worker.mps_child" in p["cmdline"] and pipe
+        found["children"] = [p for p in processes if "engine.mps_child" in p["cmdline"] and pipe
                              and p["pipe"] == pipe]
         return {**found, "pipe_folder": pipe, "pipe_folder_exists": bool(pipe and Path(pipe).exists())}
 
@@ -285,7 +285,7 @@ def clean_up(job: subprocess.Popen, mine: Ours) -> dict[str, Any]:
     if children := mine.kill_children():
         done["children_killed"] = children
     if mine.root_exists():
-        from worker.restrict import MpsDaemon
+        from engine.restrict import MpsDaemon
 
         daemon = MpsDaemon(os.environ.get("UNDERSTUDY_MPS_CONTROL", "nvidia-cuda-mps-control"), root=str(mine.root))
         daemon.running = True

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
             answer = client.post("/v1/predictions", json=body)
             answer.raise_for_status()
         # The API's environment (DATABASE_URL, REDIS_URL) is ours too: a worker that stops when the queue is empty.
-        subprocess.run([sys.executable, "-m", "understudy.cli", "worker", "--burst", "--log-level", "warning"],
+        subprocess.run([sys.executable, "-m", "cli.main", "worker", "--burst", "--log-level", "warning"],
                        check=True)
         ids: list[str] = []
         for body in bodies():

@@ -106,7 +106,7 @@ def in_process(targets: list[str]) -> dict[str, Any]:
     from understudy.catalog import resolve_target
     from understudy.settings import get_settings
     from understudy.workload import Workload
-    from worker.engine import Engine
+    from engine.engine import Engine
 
     settings = get_settings().model_copy(update={"sm_mechanism": "green-context", "allow_clock_lock": False})
     workload = Workload(**WORKLOAD)
@@ -173,7 +173,7 @@ def run_processes(targets: list[str], env: dict[str, str], scratch: Path, args: 
 
 def one_process(target: str, env: dict[str, str], folder: Path, timeout_s: float) -> dict[str, Any]:
     folder.mkdir(parents=True)
-    command = [sys.executable, "-m", "understudy.cli", "predict", WORKLOAD["model"], "--targets", target,
+    command = [sys.executable, "-m", "cli.main", "predict", WORKLOAD["model"], "--targets", target,
                "--mode", WORKLOAD["mode"], "--precision", WORKLOAD["precision"],
                "--batch-size", str(WORKLOAD["batch_size"]), "--resolution", str(WORKLOAD["resolution"]),
                "--optimizer", WORKLOAD["optimizer"], "--estimator", ESTIMATOR, "--sm-mechanism", "mps", "--json"]
@@ -210,7 +210,7 @@ def one_process(target: str, env: dict[str, str], folder: Path, timeout_s: float
 
 def release_mps(folder: Path) -> None:
     """What a process that died mid-measurement left: its MPS daemon (its MPS child died with it)."""
-    from worker.restrict import quit_mps_daemons
+    from engine.restrict import quit_mps_daemons
 
     quit_mps_daemons(folder, os.environ.get("UNDERSTUDY_MPS_CONTROL", "nvidia-cuda-mps-control"))
 

@@ -7,11 +7,11 @@ from collections.abc import Callable
 
 import pytest
 from redis import Redis
-from service.conftest import api_key, app, auth, clean, client, db, redis, service_env, settings  # noqa: F401
+from tests.service.conftest import api_key, app, auth, clean, client, db, redis, service_env, settings  # noqa: F401
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from understudy.store.models import Prediction
+from ledger.models import Prediction
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from app.security import PREFIX_CHARS, authenticate
-from understudy.store.models import ApiKey
+from ledger.models import ApiKey
 
 
 def test_the_store_holds_the_keys_sha256_and_nowhere_the_key_itself(db, api_key):

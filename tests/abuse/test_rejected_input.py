@@ -7,9 +7,9 @@ import json
 from typing import Any
 
 import pytest
-from understudy.dispatch import rq_queue
+from ledger.dispatch import rq_queue
 
-from understudy.queues import RUN_PREDICTIONS
+from ledger.queues import RUN_PREDICTIONS
 
 WORKLOAD = {"model": "resnet18", "mode": "infer", "batch_size": 8, "resolution": 64, "precision": "fp32"}
 INLINE = {"name": "mine", "sm_count": 30, "boost_clock_mhz": 1700, "memory_bandwidth_gbps": 336, "memory_size_gb": 6}
@@ -109,12 +109,12 @@ def test_a_ledger_row_naming_code_as_its_model_is_failed_by_the_worker_without_r
     job validates the workload against timm's registry again before anything builds a model."""
     import os
 
-    from service.helpers import run_queued_jobs
+    from tests.service.helpers import run_queued_jobs
     from sqlalchemy.orm import Session
 
     from understudy.catalog import resolve_target
-    from understudy.dispatch import enqueue, new_job_id
-    from understudy.store.models import Prediction, new_id, utcnow
+    from ledger.dispatch import enqueue, new_job_id
+    from ledger.models import Prediction, new_id, utcnow
 
     called: list[Any] = []
     monkeypatch.setattr(os, "system", lambda *args: called.append(args) or 0)

@@ -1,4 +1,4 @@
-"""understudy.client against a live service (real HTTP, Postgres, Redis and a worker process; no mocks), and the
+"""The `client` package against a live service (real HTTP, Postgres, Redis and a worker process; no mocks), and the
 `understudy population` command and the FL example, which use it."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 import typer
-from live_service import free_port
+from tests.live_service import free_port
 from typer.testing import CliRunner
 
 from understudy.catalog import catalog
-from understudy.client import (AsyncClient, Backoff, Client, ConnectionFailed, InvalidRequest, NotFound, Population,
+from client import (AsyncClient, Backoff, Client, ConnectionFailed, InvalidRequest, NotFound, Population,
                                Prediction, PredictionRequest, Target, Unauthorized, WaitTimeout)
 from understudy.results import Status
 from understudy.workload import Workload
@@ -173,7 +173,7 @@ def test_population_sync_and_async(live):
 
 
 def test_the_population_command_asks_the_service(live, monkeypatch):
-    from understudy.service_cli import register
+    from cli.service import register
 
     cli = typer.Typer()
     register(cli)

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from live_service import LiveService, live_service
-from live_service import live  # noqa: F401 - the shared fixture, for this package's tests
+from tests.live_service import LiveService, live_service
+from tests.live_service import live  # noqa: F401 - the shared fixture, for this package's tests
 
 CHROMIUM = Path("/usr/bin/chromium")
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]

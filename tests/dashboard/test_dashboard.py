@@ -8,13 +8,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import httpx
-from live_service import LiveService, wait_for
+from tests.live_service import LiveService, wait_for
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from understudy.catalog import catalog
-from understudy.client import Client
-from understudy.store.models import Host, Prediction, utcnow
+from client import Client
+from ledger.models import Host, Prediction, utcnow
 
 REPO = Path(__file__).resolve().parents[2]
 TARGETS = ["rtx-3090", "rtx-4090", "t4", "l4", "a100-sxm4-40-gb", "rtx-3060-12-gb", "h100-sxm5-80-gb"]

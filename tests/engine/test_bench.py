@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes import (
+from tests.fakes import (
     FakeMpsControl,
     FakeNvml,
     FakeTimer,
@@ -24,7 +24,7 @@ from fakes import (
 
 from understudy.results import HostSetting
 from understudy.workload import Workload
-from worker.bench import Bench
+from engine.bench import Bench
 
 WORKLOAD = Workload(model="resnet18", batch_size=16)
 # What the spec estimator plans for an RTX 3060 (28 SMs, 1777 MHz, 12 GB) on the H200 with clock locking allowed.
@@ -36,7 +36,7 @@ LOCKED_MPS = LOCKED_GREEN.model_copy(update={"sm_count": 28, "sm_mechanism": "mp
 @pytest.fixture
 def fake_timer(monkeypatch: pytest.MonkeyPatch, nvml: FakeNvml) -> FakeTimer:
     fake = FakeTimer(nvml=nvml)
-    monkeypatch.setattr("worker.timing.StepTimer", fake)
+    monkeypatch.setattr("engine.timing.StepTimer", fake)
     return fake
 
 
@@ -81,7 +81,7 @@ def test_bench_passes_the_timing_settings(nvml: FakeNvml, recorder: RestrictionR
 def test_lock_green_context_and_cap_are_released_when_the_measurement_raises(
     nvml: FakeNvml, recorder: RestrictionRecorder, monkeypatch: pytest.MonkeyPatch, error: BaseException
 ) -> None:
-    monkeypatch.setattr("worker.timing.StepTimer", FakeTimer(error=error, nvml=nvml))
+    monkeypatch.setattr("engine.timing.StepTimer", FakeTimer(error=error, nvml=nvml))
     with pytest.raises(type(error)):
         with _bench(nvml) as bench:
             bench.measure(LOCKED_GREEN)
@@ -94,7 +94,7 @@ def test_refused_clock_lock_is_a_failed_measurement_and_nothing_runs(recorder: R
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     nvml = FakeNvml(refuse_lock=True)
     fake = FakeTimer(nvml=nvml)
-    monkeypatch.setattr("worker.timing.StepTimer", fake)
+    monkeypatch.setattr("engine.timing.StepTimer", fake)
     with _bench(nvml) as bench:
         result = bench.measure(LOCKED_GREEN)
     assert result.status == "failed"
@@ -107,8 +107,8 @@ def test_refused_green_context_is_a_failed_measurement_and_the_lock_is_reset(
     nvml: FakeNvml, monkeypatch: pytest.MonkeyPatch, fake_timer: FakeTimer
 ) -> None:
     refusing = RestrictionRecorder(refuse_green_context=True)
-    monkeypatch.setattr("worker.restrict.green_context", refusing.green_context)
-    monkeypatch.setattr("worker.restrict.memory_cap", refusing.memory_cap)
+    monkeypatch.setattr("engine.restrict.green_context", refusing.green_context)
+    monkeypatch.setattr("engine.restrict.memory_cap", refusing.memory_cap)
     with _bench(nvml) as bench:
         result = bench.measure(LOCKED_GREEN)
     assert result.status == "failed"
@@ -229,7 +229,7 @@ def test_mps_daemon_quits_and_lock_resets_when_the_child_call_raises(
     def raising(*args: object, **kwargs: object) -> None:
         raise error
 
-    monkeypatch.setattr("worker.restrict.run_mps_child", raising)
+    monkeypatch.setattr("engine.restrict.run_mps_child", raising)
     with pytest.raises(type(error)):
         with _bench(nvml, mps_control=str(control.path)) as bench:
             bench.measure(LOCKED_MPS)
@@ -270,3 +270,11 @@ def test_mps_daemon_that_cannot_start_fails_every_mps_setting(tmp_path: Path, nv
     assert first.status == "failed"
     assert second.status == "failed"
     assert child_log(tmp_path) == []
+
+
+def test_green_contexts_are_measured_from_the_fewest_sms_up_and_the_whole_gpu_last() -> None:
+    from engine.engine import measuring_order
+
+    settings = [HostSetting(), HostSetting(sm_count=128, sm_mechanism="green-context"),
+                HostSetting(sm_count=32, sm_mechanism="green-context")]
+    assert [s.sm_count for s in sorted(settings, key=measuring_order)] == [32, 128, None]

@@ -46,7 +46,8 @@ def test_names_people_type_find_the_right_card(name: str, target_id: str) -> Non
 
 @pytest.mark.parametrize(
     ("name", "candidates"),
-    [("rtx 4060 ti", {"rtx-4060-ti-8-gb", "rtx-4060-ti-16-gb"}), ("A100", {"a100-sxm4-40-gb", "a100-sxm4-80-gb"}),
+    [("rtx 4060 ti", {"rtx-4060-ti-8-gb", "rtx-4060-ti-16-gb"}), ("A100", {"a100-sxm4-40-gb", "a100-sxm4-80-gb",
+                                                                            "a100-pcie-40-gb", "a100-pcie-80-gb"}),
      ("h100", {"h100-sxm5-80-gb", "h100-pcie-80-gb"})],
 )
 def test_ambiguous_target_lists_every_candidate(name: str, candidates: set[str]) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from understudy.cli import cli
+from cli.main import cli
 from understudy.workload import Workload
 
 RUNNER = CliRunner()
@@ -124,7 +124,7 @@ def test_predict_prints_a_table_without_json(database_url: str) -> None:
     result = invoke("predict", "test_vit", "--targets", "t4", "--database-url", database_url)
     assert result.exit_code == 0, result.output
     assert "NVIDIA Tesla T4" in result.stdout
-    from worker.estimators.analytic import AnalyticEstimator
+    from engine.estimators.analytic import AnalyticEstimator
 
     assert f"analytic@{AnalyticEstimator.version}" in result.stdout
     assert "test_vit train amp-fp16 b32 224px on no GPU" in words(result.stdout)

@@ -25,8 +25,8 @@ from understudy.errors import NoGpu, UnknownEstimator
 from understudy.keys import ANY_HOST
 from understudy.results import HostSetting, Measurement, Status
 from understudy.workload import Workload
-from worker.engine import Engine
-from worker.probe import probe_host
+from engine.engine import Engine
+from engine.probe import probe_host
 
 WORKLOAD = Workload(model="resnet18", batch_size=16)
 RTX_3060 = catalog().get("rtx-3060")
@@ -44,7 +44,7 @@ def gpu_engine(nvml: FakeNvml, **settings: object) -> Engine:
 @pytest.fixture
 def fake_timer(monkeypatch: pytest.MonkeyPatch, nvml: FakeNvml) -> FakeTimer:
     fake = FakeTimer(nvml=nvml)
-    monkeypatch.setattr("worker.timing.StepTimer", fake)
+    monkeypatch.setattr("engine.timing.StepTimer", fake)
     return fake
 
 
@@ -151,7 +151,7 @@ def test_spec_with_clock_lock_locks_the_nearest_clock_and_resets_it(nvml: FakeNv
 @pytest.mark.parametrize("error", [RuntimeError("CUDA error: unspecified launch failure"), KeyboardInterrupt()])
 def test_no_lock_is_left_behind_when_measuring_raises(nvml: FakeNvml, recorder: RestrictionRecorder,
                                                       monkeypatch: pytest.MonkeyPatch, error: BaseException) -> None:
-    monkeypatch.setattr("worker.timing.StepTimer", FakeTimer(error=error, nvml=nvml))
+    monkeypatch.setattr("engine.timing.StepTimer", FakeTimer(error=error, nvml=nvml))
     engine = gpu_engine(nvml, allow_clock_lock=True)
     with pytest.raises(type(error)):
         engine.predict(WORKLOAD, [RTX_3060, catalog().get("t4")], "spec")
@@ -215,7 +215,7 @@ def test_measured_result_records_its_measurement_and_timing_mode(nvml: FakeNvml,
 def test_failed_measurement_is_a_failed_result_not_an_exception(nvml: FakeNvml, recorder: RestrictionRecorder,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     failed = Measurement(status="failed", error="cuDNN error: CUDNN_STATUS_EXECUTION_FAILED")
-    monkeypatch.setattr("worker.timing.StepTimer", FakeTimer(result=failed))
+    monkeypatch.setattr("engine.timing.StepTimer", FakeTimer(result=failed))
     (result,) = gpu_engine(nvml).predict(WORKLOAD, [RTX_3060], "spec")
     assert (result.status, result.error, result.latency_ms, result.samples_per_s) == (
         Status.failed, failed.error, None, None)
@@ -223,10 +223,11 @@ def test_failed_measurement_is_a_failed_result_not_an_exception(nvml: FakeNvml, 
 
 def test_workload_too_big_for_the_target_is_reported_as_oom(nvml: FakeNvml, recorder: RestrictionRecorder,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    # 30 GB peak on the host: 0.45 x 30 + 0.6 = 14.1 GB essential, over the 3060's 12 GB, under the 3090's 24.
-    monkeypatch.setattr("worker.timing.StepTimer", FakeTimer(result=done_measurement(peak_memory_gb=30.0)))
+    # ResNet-50 AMP training at batch 256 needs about 13 GB (engine.estimators.memory): over the 3060's 12 GB, under
+    # the 3090's 24, whatever the host's own peak was.
+    monkeypatch.setattr("engine.timing.StepTimer", FakeTimer(result=done_measurement(peak_memory_gb=1.0)))
     small, big = RTX_3060, catalog().get("rtx-3090")
-    results = gpu_engine(nvml).predict(WORKLOAD, [small, big], "spec")
+    results = gpu_engine(nvml).predict(Workload(model="resnet50", batch_size=256), [small, big], "spec")
     assert [r.status for r in results] == [Status.oom, Status.done]
 
 

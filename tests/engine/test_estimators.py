@@ -8,15 +8,15 @@ import math
 import numpy as np
 
 import pytest
-from fakes import done_measurement, h200_host
+from tests.fakes import done_measurement, h200_host
 
 from understudy.catalog import TargetSpec, catalog
 from understudy.errors import UnderstudyError, UnknownEstimator
 from understudy.results import HostInfo
 from understudy.workload import Workload
-from worker.counting import count_workload
-from worker.estimators import ESTIMATORS, get_estimator
-from worker.estimators.analytic import AnalyticEstimator
+from engine.counting import count_workload
+from engine.estimators import ESTIMATORS, get_estimator
+from engine.estimators.analytic import AnalyticEstimator
 
 SMALL_MODELS = ["resnet18", "test_vit", "mobilenetv3_small_050"]
 NO_GPU = HostInfo()
@@ -157,7 +157,7 @@ def test_attention_with_a_bias_or_a_boolean_mask_counts_as_one_fused_kernel() ->
     import torch
     import torch.nn.functional as F
 
-    from worker.counting import _CountingMode, _FusedAttention
+    from engine.counting import _CountingMode, _FusedAttention
 
     query = torch.empty(2, 4, 64, 32, device="meta", dtype=torch.float16)
     bias = torch.empty(4, 64, 64, device="meta", dtype=torch.float16)  # a relative-position bias
@@ -174,7 +174,7 @@ def test_attention_with_a_bias_or_a_boolean_mask_counts_as_one_fused_kernel() ->
 
 
 def test_counts_survive_a_json_round_trip() -> None:
-    from worker.counting import WorkloadCounts
+    from engine.counting import WorkloadCounts
 
     counts = count_workload(Workload(model="test_vit", mode="infer", batch_size=2))
     again = WorkloadCounts.from_json(counts.to_json())
@@ -243,7 +243,7 @@ def _l2_card(l2_cache_mb: float) -> TargetSpec:
 
 
 def test_l2_serves_the_whole_traffic_of_a_kernel_that_fits_in_its_usable_share() -> None:
-    from worker.estimators.roofline import L2Reuse, dram_bytes
+    from engine.estimators.roofline import L2Reuse, dram_bytes
 
     # 72 MB of L2, half usable: 36 MB. A 10 MB kernel fits (no DRAM bytes); a 100 MB one has 36 % served from L2.
     moved = dram_bytes(np.array([10e6, 100e6]), _l2_card(72), L2Reuse(fraction=1.0, usable=0.5))
@@ -251,13 +251,13 @@ def test_l2_serves_the_whole_traffic_of_a_kernel_that_fits_in_its_usable_share()
 
 
 def test_without_l2_reuse_every_byte_goes_to_dram() -> None:
-    from worker.estimators.roofline import dram_bytes
+    from engine.estimators.roofline import dram_bytes
 
     assert dram_bytes(np.array([5e6]), _l2_card(72), None).tolist() == [5e6]
 
 
 def test_hostaware_prices_memory_bound_work_lower_on_the_card_with_the_larger_l2() -> None:
-    from worker.estimators.hostaware import CONSTANTS, memory_time_ratio
+    from engine.estimators.hostaware import CONSTANTS, memory_time_ratio
 
     counts = count_workload(Workload(model="resnet18", mode="infer", batch_size=8))
     host = catalog().get("h200-sxm-141-gb")

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR
 
 CHILD = """
 import os, sys, time
-from worker.lifetime import die_with_parent
+from engine.lifetime import die_with_parent
 die_with_parent(int(sys.argv[1]))
 print(os.getpid(), flush=True)
 time.sleep(60)

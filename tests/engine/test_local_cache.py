@@ -1,4 +1,4 @@
-"""The CLI's SQLite cache (worker.local.predict_cached): hits are served without predicting, misses are predicted
+"""The CLI's SQLite cache (cli.local.predict_cached): hits are served without predicting, misses are predicted
 together, failures are tried again, and a measured result is keyed to the host that measured it."""
 
 from __future__ import annotations
@@ -7,16 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeNvml, FakeTimer, RestrictionRecorder, h200_host, make_settings
+from tests.fakes import FakeNvml, FakeTimer, RestrictionRecorder, h200_host, make_settings
 
 from sqlalchemy import Engine as Database
 
 from understudy.catalog import TargetSpec, catalog
 from understudy.results import Measurement, PredictionResult
-from understudy.store.db import init_sqlite
+from ledger.db import init_sqlite
 from understudy.workload import Workload
-from worker.engine import Engine, Progress
-from worker.local import predict_cached
+from engine.engine import Engine, Progress
+from cli.local import predict_cached
 
 WORKLOAD = Workload(model="test_vit", mode="infer")
 
@@ -71,7 +71,7 @@ def test_cached_result_equals_the_fresh_one(db: Database, cpu_engine: CountingEn
 def test_failed_prediction_is_tried_again(db: Database, monkeypatch: pytest.MonkeyPatch,
                                           recorder: RestrictionRecorder) -> None:
     failing = FakeTimer(result=Measurement(status="failed", error="CUDA error: device busy"))
-    monkeypatch.setattr("worker.timing.StepTimer", failing)
+    monkeypatch.setattr("engine.timing.StepTimer", failing)
     engine = Engine(make_settings(), nvml=FakeNvml(), host=h200_host())
     predict_cached(engine, db, WORKLOAD, [catalog().get("t4")], "spec")
     ((result, cached),) = predict_cached(engine, db, WORKLOAD, [catalog().get("t4")], "spec")
@@ -81,7 +81,7 @@ def test_failed_prediction_is_tried_again(db: Database, monkeypatch: pytest.Monk
 
 def test_measured_prediction_is_not_served_to_another_host(db: Database, monkeypatch: pytest.MonkeyPatch,
                                                            recorder: RestrictionRecorder) -> None:
-    monkeypatch.setattr("worker.timing.StepTimer", FakeTimer())
+    monkeypatch.setattr("engine.timing.StepTimer", FakeTimer())
     first_host = Engine(make_settings(), nvml=FakeNvml(), host=h200_host())
     other_host = Engine(make_settings(), nvml=FakeNvml(), host=h200_host(fingerprint="another-h200"))
     predict_cached(first_host, db, WORKLOAD, [catalog().get("t4")], "spec")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from understudy.catalog import catalog
-from worker.mapping import green_context_granularity, green_context_sms, mps_percentage, mps_sms, nearest_clock
+from engine.mapping import green_context_granularity, green_context_sms, mps_percentage, mps_sms, nearest_clock
 
 H200_SMS = 132
 

@@ -4,7 +4,7 @@ restrictions and a fake timer stand in for the GPU; the plans come from a CSV in
 
 With a time limit per workload the measuring runs in a child process: a workload past its limit, or one that takes
 the child down, is logged as failed and the run goes on with a fresh child. A fake child program stands in for
-`python -m worker.record_child` there; the child's own loop runs in-process on the fakes."""
+`python -m evaluation.record_child` there; the child's own loop runs in-process on the fakes."""
 
 from __future__ import annotations
 
@@ -16,14 +16,15 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from fakes import PYTHON, FakeNvml, FakeTimer, RestrictionRecorder, h200_host, make_settings
+from tests.fakes import PYTHON, FakeNvml, FakeTimer, RestrictionRecorder, h200_host, make_settings
 
 from understudy.results import HostSetting
 from understudy.workload import workload_from_row
-from worker.engine import Engine
-from worker.evaluate import Plan, plan_sample, read_rows, record
-from worker.measurement_log import MeasurementLog
-from worker.record_child import serve
+from engine.engine import Engine
+from evaluation.evaluate import Plan, plan_sample, read_rows
+from evaluation.recording import record
+from engine.measurement_log import MeasurementLog
+from evaluation.record_child import serve
 
 COLUMNS = ("target", "model", "mode", "precision", "batch_size", "resolution", "memory_format", "optimizer",
            "latency_ms")
@@ -54,7 +55,7 @@ def engine_on(log_path: Path, nvml: FakeNvml) -> Engine:
 @pytest.fixture
 def fake_timer(monkeypatch: pytest.MonkeyPatch, nvml: FakeNvml) -> FakeTimer:
     fake = FakeTimer(nvml=nvml)
-    monkeypatch.setattr("worker.timing.StepTimer", fake)
+    monkeypatch.setattr("engine.timing.StepTimer", fake)
     return fake
 
 
@@ -87,7 +88,7 @@ def test_a_spent_budget_stops_before_the_next_workload(
     monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Each measurement takes 10 s of the run's clock; the budget is spent by the first.
-    monkeypatch.setattr("worker.evaluate.time", SimpleNamespace(monotonic=lambda: 10.0 * len(fake_timer.calls)))
+    monkeypatch.setattr("evaluation.recording.time", SimpleNamespace(monotonic=lambda: 10.0 * len(fake_timer.calls)))
     count = record(engine_on(tmp_path / "log.jsonl", nvml), plans_of(tmp_path, ROWS), ["hostaware"], budget_s=5.0)
     assert count == 1
     assert len(fake_timer.calls) == 1
@@ -105,7 +106,7 @@ def test_a_model_not_in_timm_is_skipped_and_the_run_goes_on(
 def test_a_model_that_fails_to_build_is_not_counted_as_recorded(
     tmp_path: Path, nvml: FakeNvml, recorder: RestrictionRecorder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("worker.timing.StepTimer", FakeTimer(error=RuntimeError("could not build the model")))
+    monkeypatch.setattr("engine.timing.StepTimer", FakeTimer(error=RuntimeError("could not build the model")))
     count = record(engine_on(tmp_path / "log.jsonl", nvml), plans_of(tmp_path, ROWS), ["hostaware"])
     assert count == 0
     assert not (tmp_path / "log.jsonl").exists()
@@ -199,7 +200,7 @@ def test_the_child_answers_each_workload_with_whether_it_was_logged(
     tmp_path: Path, nvml: FakeNvml, recorder: RestrictionRecorder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake = FakeTimer(nvml=nvml)
-    monkeypatch.setattr("worker.timing.StepTimer", fake)
+    monkeypatch.setattr("engine.timing.StepTimer", fake)
     plans = plans_of(tmp_path, [row("resnet18"), row("not_a_timm_model")])
     requests = io.StringIO("".join(json.dumps({"key": p.key, "rows": p.rows}) + "\n" for p in plans))
     replies = io.StringIO()

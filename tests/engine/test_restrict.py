@@ -11,10 +11,10 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
-from fakes import FakeMpsControl, FakeNvml, child_log, done_measurement, process_gone, write_fake_python
+from tests.fakes import FakeMpsControl, FakeNvml, child_log, done_measurement, process_gone, write_fake_python
 
 from understudy.errors import RestrictionError
-from worker import restrict
+from engine import restrict
 
 HANDLE = ("gpu", 0)
 
@@ -251,7 +251,7 @@ def test_mps_child_runs_under_the_share_and_returns_its_measurement(tmp_path: Pa
     result = restrict.run_mps_child(_daemon(tmp_path), 22, request, timeout_s=30, gpu_index=3)
     assert result == measured
     (entry,) = child_log(tmp_path)
-    assert entry["argv"] == ["-m", "worker.mps_child"]
+    assert entry["argv"] == ["-m", "engine.mps_child"]
     assert entry["request"] == request
     assert entry["percentage"] == "22"
     assert entry["visible"] == "3"

@@ -4,13 +4,13 @@ nearest supported clock) and the estimate emulates the rest (clock ratio, SM rat
 from __future__ import annotations
 
 import pytest
-from fakes import done_measurement, h200_host, make_settings
+from tests.fakes import done_measurement, h200_host, make_settings
 
 from understudy.catalog import InlineTarget, TargetSpec, catalog
 from understudy.results import Measurement
 from understudy.workload import Workload
-from worker.estimators.spec import SpecEstimator
-from worker.mapping import mps_sms
+from engine.estimators.spec import SpecEstimator
+from engine.mapping import mps_sms
 
 WORKLOAD = Workload(model="resnet18")
 HOST = h200_host()
@@ -161,9 +161,10 @@ def test_locked_clock_below_a_faster_targets_boost_is_scaled_by_the_shortfall() 
     assert latency == pytest.approx(10.0 * (1980 / 2407) * (132 / 170))
 
 
-def test_measurement_too_big_for_the_target_is_out_of_memory() -> None:
-    # 0.45 x 27 GB + 0.6 GB = 12.75 GB essential: over the 3060's 12 GB.
-    result = spec().estimate(WORKLOAD, target("rtx-3060"), HOST, done_measurement(peak_memory_gb=27.0))
+def test_a_workload_too_big_for_the_target_is_out_of_memory() -> None:
+    # ResNet-50 AMP training at batch 256 needs about 13 GB (engine.estimators.memory): over the 3060's 12 GB.
+    big = Workload(model="resnet50", batch_size=256)
+    result = spec().estimate(big, target("rtx-3060"), HOST, done_measurement(peak_memory_gb=1.0))
     assert result.status == "oom"
     assert result.error is not None and "GeForce RTX 3060 (12 GB) has 12 GB" in result.error
 

@@ -5,12 +5,12 @@ setting's result and the next setting is measured as usual. torch.cuda is tests/
 from __future__ import annotations
 
 import pytest
-from fakes import FakeCuda, RestrictionRecorder, h200_host, make_settings
+from tests.fakes import FakeCuda, RestrictionRecorder, h200_host, make_settings
 
 from understudy.results import HostSetting
 from understudy.workload import Workload
-from worker.bench import Bench
-from worker.timing import measure
+from engine.bench import Bench
+from engine.timing import measure
 
 WORKLOAD = Workload(model="resnet50", batch_size=16, precision="fp32")
 

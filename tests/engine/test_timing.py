@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker.timing import kernel_class
+from engine.timing import kernel_class
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from understudy.evaluation.rows import EvalRow
+from evaluation.rows import EvalRow
 
 
 def _make_row(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from understudy.evaluation.groundtruth import GROUNDTRUTH_COLUMNS, load_groundtruth, sample_rows
+from evaluation.groundtruth import GROUNDTRUTH_COLUMNS, load_groundtruth, sample_rows
 
 HEADER = ",".join(GROUNDTRUTH_COLUMNS)
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from understudy.evaluation.metrics import (
+from evaluation.metrics import (
     ape,
     average_ranks,
     error_summary,
@@ -16,7 +16,7 @@ from understudy.evaluation.metrics import (
     ranking_summary,
     spearman,
 )
-from understudy.evaluation.rows import EvalRow
+from evaluation.rows import EvalRow
 
 MakeRow = Callable[..., EvalRow]
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from understudy.evaluation.report import build_report, render_markdown, write_report
-from understudy.evaluation.rows import EvalRow
+from evaluation.report import build_report, render_markdown, write_report
+from evaluation.rows import EvalRow
 
 MakeRow = Callable[..., EvalRow]
 ESTIMATORS = ["alpha", "beta"]

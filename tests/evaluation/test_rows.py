@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from pydantic import ValidationError
 
-from understudy.evaluation.rows import EvalRow, model_family
+from evaluation.rows import EvalRow, model_family
 
 MakeRow = Callable[..., EvalRow]
 

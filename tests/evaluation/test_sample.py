@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker.evaluate import Plan, take_shard
+from evaluation.evaluate import Plan, take_shard
 
 PLANS = [Plan(key=f"w{i}") for i in range(7)]
 
@@ -33,7 +33,7 @@ def _rows(mode: str, count: int) -> list[dict[str, str]]:
 
 
 def test_a_modes_sample_does_not_depend_on_the_other_modes_rows() -> None:
-    from worker.evaluate import plan_sample
+    from evaluation.evaluate import plan_sample
 
     train_only = {plan.key for plan in plan_sample(_rows("train", 30), 10, seed=0)}
     with_infer = {plan.key for plan in plan_sample(_rows("infer", 40) + _rows("train", 30), 10, seed=0)

@@ -7,9 +7,9 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
-from live_service import migrated_schema
-from service.conftest import api_key, app, auth, clean, client, redis, service_env, settings  # noqa: F401
-from service.helpers import SCHEMA
+from tests.live_service import migrated_schema
+from tests.service.conftest import api_key, app, auth, clean, client, redis, service_env, settings  # noqa: F401
+from tests.service.helpers import SCHEMA
 from sqlalchemy import Engine
 
 from .helpers import start_postgres_and_redis, stop
@@ -19,7 +19,7 @@ from .helpers import start_postgres_and_redis, stop
 def db(service_env: dict[str, str]) -> Iterator[Engine]:
     """tests/service's schema of our own, brought up by the migrations; PostgreSQL is started again before the
     schema is dropped, since these tests stop it."""
-    from understudy.store.db import get_engine
+    from ledger.db import get_engine
 
     with migrated_schema(SCHEMA) as url:
         engine = get_engine(url)

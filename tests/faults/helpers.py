@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import live_service
+from tests import live_service
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from understudy.store.models import Prediction
+from ledger.models import Prediction
 
 TESTS = Path(__file__).resolve().parents[1]
 FAKE_GPU = Path(__file__).resolve().parent / "fakegpu"
@@ -57,7 +57,7 @@ def start_worker(*args: str, env: dict[str, str] | None = None, paths: tuple[Pat
     merged = {**os.environ, **(env or {})}
     if paths:
         merged["PYTHONPATH"] = os.pathsep.join([*map(str, paths), *filter(None, [merged.get("PYTHONPATH")])])
-    return subprocess.Popen([sys.executable, "-m", "understudy.cli", "worker", "--gpu", "0", *args], env=merged,
+    return subprocess.Popen([sys.executable, "-m", "cli.main", "worker", "--gpu", "0", *args], env=merged,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -73,7 +73,7 @@ def api_server(env: dict[str, str] | None = None) -> Iterator[str]:
     """`understudy serve` on a free loopback port; yields its base URL."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "understudy.cli", "serve", "--port", str(port), "--log-level", "warning"],
+        [sys.executable, "-m", "cli.main", "serve", "--port", str(port), "--log-level", "warning"],
         env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -11,8 +11,8 @@ import json
 import signal
 from pathlib import Path
 
-from fakes import FakeMpsControl
-from service.test_worker_process import alive, children_of
+from tests.fakes import FakeMpsControl
+from tests.service.test_worker_process import alive, children_of
 
 from .helpers import FAKE_GPU, TESTS, start_worker, status_of, wait_for
 
@@ -80,12 +80,12 @@ def leftover_daemon(run_dir: Path) -> Path:
 
 
 def test_the_clock_is_reset_only_where_clock_locks_are_allowed(tmp_path, monkeypatch):
-    from fakes import FakeNvml, make_settings
+    from tests.fakes import FakeNvml, make_settings
 
     from worker.main import release_leftovers
 
     nvml = FakeNvml(locked_mhz=1005)
-    monkeypatch.setattr("worker.probe.load_nvml", lambda: nvml)
+    monkeypatch.setattr("engine.probe.load_nvml", lambda: nvml)
 
     assert release_leftovers(make_settings(run_dir=str(tmp_path)), 0, has_gpu=True) == []
     assert nvml.locked_mhz == 1005  # not ours to touch: the operator did not allow clock locks
@@ -95,7 +95,7 @@ def test_the_clock_is_reset_only_where_clock_locks_are_allowed(tmp_path, monkeyp
 
 
 def test_a_leftover_daemon_is_quit_through_its_own_pipe_folder_and_its_folder_removed(tmp_path):
-    from fakes import make_settings
+    from tests.fakes import make_settings
 
     from worker.main import release_leftovers
 
@@ -112,7 +112,7 @@ def test_a_leftover_daemon_is_quit_through_its_own_pipe_folder_and_its_folder_re
 
 
 def test_another_gpus_daemon_is_left_alone(tmp_path):
-    from fakes import make_settings
+    from tests.fakes import make_settings
 
     from worker.main import release_leftovers
 
@@ -125,7 +125,7 @@ def test_another_gpus_daemon_is_left_alone(tmp_path):
 
 
 def test_without_an_mps_control_program_a_leftover_folder_is_still_removed(tmp_path):
-    from fakes import make_settings
+    from tests.fakes import make_settings
 
     from worker.main import release_leftovers
 
@@ -137,7 +137,7 @@ def test_without_an_mps_control_program_a_leftover_folder_is_still_removed(tmp_p
 
 
 def test_a_jobs_mps_daemon_goes_into_the_folder_its_worker_named(tmp_path, monkeypatch):
-    from worker.restrict import ENV_MPS_DIR, MpsDaemon
+    from engine.restrict import ENV_MPS_DIR, MpsDaemon
 
     monkeypatch.setenv(ENV_MPS_DIR, str(tmp_path / "run" / "gpu0" / "mps"))
 

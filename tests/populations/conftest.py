@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from live_service import LiveService, live_service
-from live_service import live  # noqa: F401 - the shared fixture, for this package's tests
+from tests.live_service import LiveService, live_service
+from tests.live_service import live  # noqa: F401 - the shared fixture, for this package's tests
 
 
 @pytest.fixture(scope="package")

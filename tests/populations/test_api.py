@@ -7,11 +7,11 @@ from typing import Any
 
 import httpx
 import pytest
-from live_service import LiveService, wait_for
+from tests.live_service import LiveService, wait_for
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from understudy.store.models import Population, Prediction
+from ledger.models import Population, Prediction
 
 WORKLOAD = {"model": "resnet18", "mode": "infer", "batch_size": 8, "resolution": 64, "precision": "fp32"}
 PHONE = {"name": "Phone-class GPU", "sm_count": 4, "boost_clock_mhz": 1000, "memory_bandwidth_gbps": 50,

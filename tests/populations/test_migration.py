@@ -6,7 +6,7 @@ import os
 
 from alembic import command
 from alembic.config import Config
-from live_service import REPO, TEST_DATABASE_URL, ensure_database
+from tests.live_service import REPO, TEST_DATABASE_URL, ensure_database
 from sqlalchemy import create_engine, inspect, make_url, text
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from service.conftest import api_key, app, auth, clean, client, db, redis, service_env, settings  # noqa: F401
+from tests.service.conftest import api_key, app, auth, clean, client, db, redis, service_env, settings  # noqa: F401
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
@@ -24,7 +24,7 @@ class Keys:
 
 
 @pytest.fixture
-def keys(db: Engine) -> Keys:
+def keys(db: Engine) -> Keys:  # noqa: F811 (the imported fixture)
     """Two owners, A and B, and an admin: each as the headers that send its key."""
     from app.security import create_api_key
 
@@ -36,7 +36,7 @@ def keys(db: Engine) -> Keys:
 
 
 @pytest.fixture
-def configure(app: Any, settings: Any) -> Iterator[Callable[..., Any]]:
+def configure(app: Any, settings: Any) -> Iterator[Callable[..., Any]]:  # noqa: F811 (the imported fixtures)
     """Serve with the shipped defaults for reads (a key needed), changed by keyword (Settings field names)."""
     from understudy.settings import get_settings
 

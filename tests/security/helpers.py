@@ -6,7 +6,7 @@ import socket
 from typing import Any
 from urllib.parse import urlparse
 
-from service.helpers import WORKLOAD
+from tests.service.helpers import WORKLOAD
 
 HEAVY = {"model": "mvitv2_huge_cls", "mode": "train", "batch_size": 64, "precision": "amp-fp16"}
 

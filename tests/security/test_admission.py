@@ -7,11 +7,11 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.helpers import run_queued_jobs
-from understudy.admission import estimate_seconds, waiting_key
-from understudy.dispatch import rq_queue
-from understudy.queues import alive_key
-from understudy.store.models import Host, Prediction, utcnow
+from tests.service.helpers import run_queued_jobs
+from ledger.admission import estimate_seconds, waiting_key
+from ledger.dispatch import rq_queue
+from ledger.queues import alive_key
+from ledger.models import Host, Prediction, utcnow
 from understudy.workload import Workload
 
 from .helpers import HEAVY, body

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from live_service import LiveService, live_service
+from tests.live_service import LiveService, live_service
 
 from .helpers import raw_http
 

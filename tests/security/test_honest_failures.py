@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.helpers import run_queued_jobs
-from understudy.dispatch import reconcile
+from tests.service.helpers import run_queued_jobs
+from ledger.dispatch import reconcile
 from understudy.results import PredictionResult, Status
 
 from .helpers import body

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.helpers import WORKLOAD, run_queued_jobs
+from tests.service.helpers import WORKLOAD, run_queued_jobs
 
 GOOD = [{"workload": {**WORKLOAD, "batch_size": 16}, "measured_ms": 4.0},
         {"workload": {**WORKLOAD, "batch_size": 32}, "measured_ms": 9.0}]

@@ -3,8 +3,8 @@ before the first has enqueued). Only one reconciler runs at a time now, across e
 
 from __future__ import annotations
 
-from service.helpers import queued_job_count
-from understudy.dispatch import only_reconciler, reconcile
+from tests.service.helpers import queued_job_count
+from ledger.dispatch import only_reconciler, reconcile
 
 from .helpers import body
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from rq import Queue
 
-from service.helpers import run_queued_jobs
-from understudy.dispatch import rq_queue
+from tests.service.helpers import run_queued_jobs
+from ledger.dispatch import rq_queue
 
 REPO = Path(__file__).resolve().parents[2]
 

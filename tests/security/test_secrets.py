@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 from redis import Redis
+from redis.exceptions import RedisError
 from sqlalchemy.orm import Session
 
-from understudy.dispatch import enqueue
-from understudy.store.models import Prediction
+from ledger.dispatch import enqueue
+from ledger.models import Prediction
 
 from .helpers import body
 
@@ -50,7 +51,7 @@ def guarded_redis() -> Iterator[str]:
         try:
             Redis.from_url(url).ping()
             break
-        except Exception:  # noqa: BLE001 - not up yet
+        except RedisError:  # not up yet
             if time.monotonic() > deadline:
                 server.kill()
                 raise
@@ -80,7 +81,7 @@ def test_a_job_process_has_no_password_on_its_command_line(client, db, settings,
     enqueue(Redis.from_url(guarded_redis), settings, queue="cpu", prediction_ids=[created], job_id=job_id)
     env = {**os.environ, "REDIS_URL": guarded_redis, "UNDERSTUDY_TEST_PREDICT_DELAY_S": "60",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(SLOWJOB), os.environ.get("PYTHONPATH")]))}
-    worker = subprocess.Popen([sys.executable, "-m", "understudy.cli", "worker", "--gpu", "0"], env=env,
+    worker = subprocess.Popen([sys.executable, "-m", "cli.main", "worker", "--gpu", "0"], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from service.helpers import run_queued_jobs
-from understudy.store.models import Host, Population, utcnow
+from tests.service.helpers import run_queued_jobs
+from ledger.models import Host, Population, utcnow
 
 from .helpers import body
 

@@ -16,7 +16,7 @@ import pytest
 from redis import Redis
 from sqlalchemy import Engine, text
 
-from live_service import migrated_schema, schema_url
+from tests.live_service import migrated_schema, schema_url
 
 from .helpers import SCHEMA, SERVICE_ENV, TABLES, TEST_DATABASE_URL, TEST_REDIS_URL
 
@@ -42,7 +42,7 @@ def service_env() -> Iterator[dict[str, str]]:
 @pytest.fixture(scope="package")
 def db(service_env: dict[str, str]) -> Iterator[Engine]:
     """A schema of our own in the test database, brought up by the migrations, dropped at the end."""
-    from understudy.store.db import get_engine
+    from ledger.db import get_engine
 
     with migrated_schema(SCHEMA) as url:
         engine = get_engine(url)

@@ -8,8 +8,8 @@ from typing import Any
 from redis import Redis
 from rq import SimpleWorker
 
-from understudy.dispatch import rq_queue
-from understudy.jobs import SERIALIZER, AllowListedJob
+from ledger.dispatch import rq_queue
+from ledger.jobs import SERIALIZER, AllowListedJob
 
 TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL", "postgresql+psycopg://root@127.0.0.1:5432/test")
 TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")

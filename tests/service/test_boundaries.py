@@ -18,8 +18,8 @@ def test_importing_the_app_imports_neither_torch_nor_the_worker():
 
 def test_the_apis_estimator_table_matches_the_worker_estimators(settings):
     from understudy.estimator_info import ESTIMATORS, estimator_version
-    from worker.estimators import ESTIMATORS as WORKER_ESTIMATORS
-    from worker.estimators import get_estimator
+    from engine.estimators import ESTIMATORS as WORKER_ESTIMATORS
+    from engine.estimators import get_estimator
 
     fix = "; update the table in understudy/estimator_info.py to match worker/estimators"
     assert set(ESTIMATORS) == set(WORKER_ESTIMATORS), fix
@@ -30,7 +30,7 @@ def test_the_apis_estimator_table_matches_the_worker_estimators(settings):
 
 def test_the_spec_estimators_version_follows_the_settings_like_the_worker(settings):
     from understudy.estimator_info import estimator_version
-    from worker.estimators.spec import SpecEstimator
+    from engine.estimators.spec import SpecEstimator
 
     for update in ({"sm_mechanism": "mps"}, {"allow_clock_lock": True}):
         changed = settings.model_copy(update=update)

@@ -14,7 +14,7 @@ from understudy.calibration import fit_scale
 from understudy.catalog import catalog
 from understudy.estimator_info import estimator_info
 from understudy.results import HostInfo
-from understudy.store.models import Calibration
+from ledger.models import Calibration
 from understudy.workload import Workload
 
 POINTS = [{"workload": {**WORKLOAD, "batch_size": 16}, "measured_ms": 4.0},
@@ -22,7 +22,7 @@ POINTS = [{"workload": {**WORKLOAD, "batch_size": 16}, "measured_ms": 4.0},
 
 
 def analytic_ms(workload: dict[str, Any], target: str = "rtx-3090") -> float:
-    from worker.estimators.analytic import AnalyticEstimator
+    from engine.estimators.analytic import AnalyticEstimator
 
     estimate = AnalyticEstimator().estimate(Workload.model_validate(workload), catalog().get(target), HostInfo(), None)
     assert estimate.latency_ms is not None

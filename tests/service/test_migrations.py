@@ -11,8 +11,8 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, make_url, text
 
-from understudy.service_cli import ALEMBIC_INI
-from understudy.store.models import Base
+from cli.service import ALEMBIC_INI
+from ledger.models import Base
 
 from .helpers import TEST_DATABASE_URL
 

@@ -9,7 +9,7 @@ from sqlalchemy import Engine, func, select, update
 from sqlalchemy.orm import Session
 
 from understudy.estimator_info import estimator_info
-from understudy.store.models import Prediction, utcnow
+from ledger.models import Prediction, utcnow
 
 from .helpers import WORKLOAD, predict_body, queued_job_count, run_queued_jobs
 

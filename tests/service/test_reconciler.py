@@ -7,8 +7,8 @@ import time
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from understudy.dispatch import reconcile
-from understudy.store.models import Prediction
+from ledger.dispatch import reconcile
+from ledger.models import Prediction
 
 from .helpers import predict_body, queued_job_count, run_queued_jobs
 

@@ -7,8 +7,8 @@ from datetime import timedelta
 from sqlalchemy.orm import Session
 
 from understudy.catalog import catalog
-from understudy.store.db import get_engine
-from understudy.store.models import Host, utcnow
+from ledger.db import get_engine
+from ledger.models import Host, utcnow
 
 from .helpers import predict_body, queued_job_count
 

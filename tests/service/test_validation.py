@@ -111,7 +111,7 @@ def test_keys_are_stored_hashed(db, api_key):
     from sqlalchemy import select
     from sqlalchemy.orm import Session
 
-    from understudy.store.models import ApiKey
+    from ledger.models import ApiKey
 
     with Session(db) as session:
         stored = session.scalars(select(ApiKey)).one()
@@ -156,7 +156,7 @@ def test_understudy_keys_create_makes_a_key_that_writes(client):
     import subprocess
     import sys
 
-    made = subprocess.run([sys.executable, "-m", "understudy.cli", "keys", "create", "--name", "ci"],
+    made = subprocess.run([sys.executable, "-m", "cli.main", "keys", "create", "--name", "ci"],
                           capture_output=True, text=True, timeout=60, check=True)
     token = made.stdout.strip()
 

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from understudy.estimator_info import estimator_info
-from understudy.store.models import Host, Prediction
+from ledger.models import Host, Prediction
 
 from .helpers import predict_body
 
@@ -27,7 +27,7 @@ def start_worker(*args: str, slow_s: float = 0.0) -> subprocess.Popen:
     if slow_s:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SLOWJOB), env.get("PYTHONPATH")]))
         env["UNDERSTUDY_TEST_PREDICT_DELAY_S"] = str(slow_s)
-    return subprocess.Popen([sys.executable, "-m", "understudy.cli", "worker", "--gpu", "0", *args], env=env,
+    return subprocess.Popen([sys.executable, "-m", "cli.main", "worker", "--gpu", "0", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -98,7 +98,7 @@ def registered(db) -> bool:
 
 
 def check_worker(**env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "understudy.cli", "worker", "--check", "--gpu", "0"],
+    return subprocess.run([sys.executable, "-m", "cli.main", "worker", "--check", "--gpu", "0"],
                           capture_output=True, text=True, timeout=60, env={**os.environ, **env})
 
 

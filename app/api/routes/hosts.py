@@ -8,7 +8,7 @@ from redis.exceptions import RedisError
 from app import crud
 from app.api.deps import ReadKeyDep, RedisDep, SessionDep, SettingsDep
 from app.schemas import HostsPublic, host_public
-from understudy.queues import CPU_QUEUE
+from ledger.queues import CPU_QUEUE
 
 router = APIRouter(prefix="/v1/hosts", tags=["hosts"])
 

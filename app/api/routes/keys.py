@@ -9,7 +9,7 @@ from app.api.deps import AdminDep, SessionDep
 from app.errors import NotFound
 from app.schemas import COMMON_ERRORS, ApiKeyCreate, ApiKeyCreatedPublic, ApiKeyPublic, ApiKeysPublic, ErrorPublic
 from app.security import create_api_key, revoke_api_key
-from understudy.store.models import ApiKey
+from ledger.models import ApiKey
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"])
 

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from fakes import FakeNvml
+from tests.fakes import FakeNvml
 
 STATE = Path(os.environ["FAKE_NVML_STATE"])
 GPU_UUID = "GPU-00000000-fake-h200"

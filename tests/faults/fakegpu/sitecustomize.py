@@ -20,8 +20,8 @@ if _gpu_job_s > 0 or _delay_s > 0:
 
     def _held_gpu_predict_rows(rows, settings):  # type: ignore[no-untyped-def]
         if _gpu_job_s > 0:
-            from worker import restrict
-            from worker.probe import load_nvml
+            from engine import restrict
+            from engine.probe import load_nvml
 
             nvml = load_nvml()
             held = restrict.clock_lock(nvml, nvml.nvmlDeviceGetHandleByIndex(0), 1005.0)

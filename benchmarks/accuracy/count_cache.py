@@ -1,0 +1,73 @@
+"""Count every workload of some ground-truth files on the meta device, in parallel, into a pickle the fitting and
+scoring scripts share (`--counts-cache`). Counting the ~2,500 distinct workloads of ../shared/groundtruth takes tens
+of minutes on two cores; the cache keeps them between fits. A workload whose model fails to build is stored as None.
+
+    python benchmarks/accuracy/count_cache.py ../shared/groundtruth/*.csv --out /tmp/counts.pkl --processes 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import sys
+import time
+from multiprocessing import Pool
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from understudy.workload import Workload, workload_from_row  # noqa: E402
+from engine.counting import WorkloadCounts  # noqa: E402
+from evaluation.evaluate import read_rows  # noqa: E402
+
+
+def load_counts(workloads: list[Workload], cache: Path | None) -> dict[str, WorkloadCounts | None]:
+    """The counts of `workloads` by digest: from the cache where it has them, counted (and added to it) otherwise."""
+    from engine.counting import count_workload
+
+    known: dict[str, WorkloadCounts | None] = pickle.loads(cache.read_bytes()) if cache and cache.exists() else {}
+    missing = [w for w in workloads if w.digest() not in known]
+    for workload in missing:
+        known[workload.digest()] = _count(workload)[1]
+    if cache and missing:
+        cache.write_bytes(pickle.dumps(known))
+    return known
+
+
+def _count(workload: Workload) -> tuple[str, WorkloadCounts | None]:
+    from engine.counting import count_workload
+
+    try:
+        return workload.digest(), count_workload(workload)
+    except Exception:  # noqa: BLE001 - a model this timm cannot build is left out of every fit
+        return workload.digest(), None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("files", nargs="+", type=Path)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--processes", type=int, default=2)
+    args = parser.parse_args()
+    known: dict[str, WorkloadCounts | None] = pickle.loads(args.out.read_bytes()) if args.out.exists() else {}
+    todo: dict[str, Workload] = {}
+    for row in read_rows(args.files):
+        try:
+            workload = workload_from_row(row)
+        except Exception:  # noqa: BLE001 - a model name this timm lacks
+            continue
+        if workload.digest() not in known:
+            todo[workload.digest()] = workload
+    print(f"{len(known)} counted before, {len(todo)} to count", flush=True)
+    started = time.monotonic()
+    with Pool(args.processes, maxtasksperchild=50) as pool:
+        for index, (digest, counts) in enumerate(pool.imap_unordered(_count, todo.values(), chunksize=4), 1):
+            known[digest] = counts
+            if index % 100 == 0 or index == len(todo):
+                args.out.write_bytes(pickle.dumps(known))
+                print(f"{index}/{len(todo)} in {time.monotonic() - started:.0f} s", flush=True)
+    args.out.write_bytes(pickle.dumps(known))
+
+
+if __name__ == "__main__":
+    main()

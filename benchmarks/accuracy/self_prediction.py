@@ -1,0 +1,84 @@
+"""Self-prediction on the H200 (issue 10): a GPU-free estimator predicting the host must match the host's own
+measurement of the same workload, in every precision and memory format.
+
+Reads the workloads of benchmarks/accuracy/self/workloads.csv and their host measurements from measurement logs
+recorded on the H200 (`understudy evaluate --measure-only`, benchmarks/accuracy/h200_measure.sh). Reports, per set
+(precision x memory format) and mode, `analytic`'s MAPE and bias against the host's step time, the worst ratio, and
+the predicted peak memory against the host's measured peak allocation.
+
+    python benchmarks/accuracy/self_prediction.py LOG... --counts-cache /tmp/counts.pkl --json OUT.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from count_cache import load_counts  # noqa: E402
+from understudy.catalog import catalog  # noqa: E402
+from understudy.results import HostSetting  # noqa: E402
+from understudy.workload import workload_from_row  # noqa: E402
+from engine.estimators.analytic import EFFICIENCY  # noqa: E402
+from engine.estimators.memory import predict_memory  # noqa: E402
+from engine.estimators.roofline import roofline_ms  # noqa: E402
+from evaluation.evaluate import read_rows  # noqa: E402
+from engine.measurement_log import MeasurementLog  # noqa: E402
+
+WORKLOADS = Path(__file__).resolve().parent / "self" / "workloads.csv"
+H200 = "h200-sxm-141-gb"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("logs", nargs="+", type=Path)
+    parser.add_argument("--counts-cache", type=Path)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    target = catalog().get(H200)
+    measured = {}
+    for path in args.logs:
+        log = MeasurementLog(path)
+        host = log.only_host()
+        for row in read_rows([WORKLOADS]):
+            workload = workload_from_row(row)
+            found = log.get(host, workload, HostSetting(profile=True))
+            if found is not None and found.status == "done" and found.min_ms:
+                measured[workload.digest()] = (row, workload, found)
+    counts = load_counts([w for _, w, _ in measured.values()], args.counts_cache)
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for digest, (row, workload, found) in sorted(measured.items(), key=lambda item: item[1][0]["model"]):
+        if counts.get(digest) is None:
+            continue
+        predicted = sum(roofline_ms(counts[digest], target, workload.precision, EFFICIENCY).values())
+        memory = predict_memory(counts[digest], workload).total_gb
+        label = f"{workload.precision} {workload.memory_format}"
+        for key in (label, f"{label} {workload.mode}"):
+            groups[key].append({"model": workload.model, "mode": workload.mode, "predicted_ms": predicted,
+                                "measured_ms": float(found.min_ms), "predicted_gb": memory,
+                                "measured_peak_gb": found.peak_memory_gb})
+    report = {}
+    for key, items in sorted(groups.items()):
+        ratios = np.array([i["predicted_ms"] / i["measured_ms"] for i in items])
+        memory = [i["predicted_gb"] / i["measured_peak_gb"] for i in items if i["measured_peak_gb"]]
+        worst = max(items, key=lambda i: abs(math.log(i["predicted_ms"] / i["measured_ms"])))
+        report[key] = {"n": len(items), "mape": round(float(np.mean(np.abs(ratios - 1))) * 100, 1),
+                       "bias": round((math.exp(float(np.mean(np.log(ratios)))) - 1) * 100, 1),
+                       "worst": f"{worst['model']} {worst['mode']} x{worst['predicted_ms'] / worst['measured_ms']:.2f}",
+                       "memory_predicted_over_measured_median": round(float(np.median(memory)), 2) if memory else None}
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,295 @@
+"""Counting a workload's work without a GPU: every device kernel of one step traced on the meta device.
+
+Each aten op the step dispatches becomes an OpCount with its kind (what unit limits it), FLOPs and bytes moved
+(its tensor inputs read once, outputs written once). Views move nothing and launch nothing. The analytic and
+host-aware estimators turn these counts into time on any GPU from its specifications.
+
+Two things a GPU does that the meta device does not show are counted beside the ops:
+- Layout conversions. cuDNN's tensor-core convolutions work in NHWC; given channels-first (NCHW) activations a GPU
+  transposes them in and the result back out, one read and one write each way. Those are 'layout' ops, so a
+  channels-last workload (no conversion) is priced apart from the same workload in NCHW.
+- Memory. The trace frees a tensor when the step's Python code drops its last reference, as the caching allocator
+  does on a GPU, so the peak of the bytes alive during the trace is the step's peak of activations (and, in
+  training, of saved activations and gradients). engine.estimators.memory turns it into a peak on the GPU.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from typing import Any, Literal
+
+import weakref
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import flop_registry
+
+from understudy.workload import Workload
+from engine.workloads import build_model, make_optimizer, make_step
+
+OpKind = Literal["tensor", "matmul32", "depthwise", "memory", "layout"]
+KINDS: tuple[OpKind, ...] = ("tensor", "matmul32", "depthwise", "memory", "layout")
+
+aten = torch.ops.aten
+_CONV = {aten.convolution.default, aten.convolution_backward.default, aten._convolution.default}
+_MATMUL = {
+    aten.mm.default,
+    aten.addmm.default,
+    aten.bmm.default,
+    aten.baddbmm.default,
+    aten._scaled_dot_product_efficient_attention.default,
+    aten._scaled_dot_product_flash_attention.default,
+    aten._scaled_dot_product_cudnn_attention.default,
+    aten._scaled_dot_product_efficient_attention_backward.default,
+    aten._scaled_dot_product_flash_attention_backward.default,
+    aten._scaled_dot_product_cudnn_attention_backward.default,
+}
+# Ops that only read metadata or allocate: no kernel worth counting.
+_FREE = {aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.default, aten.lift_fresh.default}
+
+
+@dataclass
+class KindTotals:
+    flops: float = 0.0
+    bytes: float = 0.0
+    ops: int = 0
+
+
+@dataclass
+class WorkloadCounts:
+    """Per-kind totals and the per-op list of one step."""
+
+    kinds: dict[str, KindTotals] = field(default_factory=dict)
+    # (kind, flops, bytes) per kernel, kept for the roofline (max of compute and memory time is per op).
+    ops: list[tuple[str, float, float]] = field(default_factory=list)
+    param_bytes: float = 0.0  # the weights as the trace held them (in the compute dtype under AMP)
+    param_count: int = 0
+    buffer_bytes: float = 0.0  # batch-norm statistics and other buffers
+    input_bytes: float = 0.0  # the batch (and labels) the step reads
+    # Peak bytes of the tensors the step itself allocated (activations, saved activations, gradients), alive at once.
+    peak_live_bytes: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kinds": {k: asdict(v) for k, v in self.kinds.items()},
+            "ops": self.ops,
+            "param_bytes": self.param_bytes,
+            "param_count": self.param_count,
+            "buffer_bytes": self.buffer_bytes,
+            "input_bytes": self.input_bytes,
+            "peak_live_bytes": self.peak_live_bytes,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> WorkloadCounts:
+        return cls(
+            kinds={k: KindTotals(**v) for k, v in data["kinds"].items()},
+            ops=[tuple(op) for op in data["ops"]],  # type: ignore[misc]
+            param_bytes=data["param_bytes"],
+            param_count=int(data.get("param_count", 0)),
+            buffer_bytes=float(data.get("buffer_bytes", 0.0)),
+            input_bytes=float(data.get("input_bytes", 0.0)),
+            peak_live_bytes=float(data.get("peak_live_bytes", 0.0)),
+        )
+
+
+def _nbytes(values: Any) -> int:
+    flat, _ = tree_flatten(values)
+    return sum(t.numel() * t.element_size() for t in flat if isinstance(t, torch.Tensor))
+
+
+def _kind(func: Any, args: tuple[Any, ...], compute_dtype: torch.dtype) -> OpKind:
+    if func in _CONV:
+        weight = args[1] if func is not aten.convolution_backward.default else args[2]
+        groups = args[8] if func is not aten.convolution_backward.default else args[9]
+        # Depthwise and thin grouped convolutions run on the plain FP32/FP16 lanes, not on tensor cores.
+        if groups > 1 and weight.shape[1] <= 4:
+            return "depthwise"
+        return "tensor"
+    if func in _MATMUL:
+        # PyTorch's default keeps fp32 matmuls off TF32 (convolutions may use it): they run on the FP32 lanes.
+        return "tensor" if compute_dtype != torch.float32 else "matmul32"
+    return "memory"
+
+
+def _layout_bytes(func: Any, args: tuple[Any, ...], out: Any) -> float:
+    """Bytes the NCHW <-> NHWC transposes around one tensor-core convolution move: each activation-sized tensor
+    (not the weights) read and written once more."""
+    weight = args[1] if func is not aten.convolution_backward.default else args[2]
+    tensors = [t for t in tree_flatten((args, out))[0] if isinstance(t, torch.Tensor) and t.dim() == 4
+               and t.shape != weight.shape]
+    return 2.0 * sum(t.numel() * t.element_size() for t in tensors)
+
+
+class _LiveBytes:
+    """Bytes of the storages the traced step allocated and still holds, and their peak."""
+
+    def __init__(self) -> None:
+        self.live = 0
+        self.peak = 0
+        self._seen: set[int] = set()
+
+    def add(self, values: Any, inputs: Any = ()) -> None:
+        """Count the storages of `values` that are new: not one of `inputs` (an in-place op returns its input, which
+        may be a weight the trace did not allocate) and not already counted."""
+        given = {id(t.untyped_storage()) for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor)}
+        for tensor in tree_flatten(values)[0]:
+            if not isinstance(tensor, torch.Tensor):
+                continue
+            storage = tensor.untyped_storage()
+            key = id(storage)
+            if key in self._seen or key in given:
+                continue
+            size = storage.nbytes()
+            self._seen.add(key)
+            self.live += size
+            self.peak = max(self.peak, self.live)
+            weakref.finalize(storage, self._free, key, size)
+
+    def _free(self, key: int, size: int) -> None:
+        self._seen.discard(key)
+        self.live -= size
+
+
+class _CountingMode(TorchDispatchMode):
+    def __init__(self, compute_dtype: torch.dtype, channels_first: bool = False) -> None:
+        super().__init__()
+        self.compute_dtype = compute_dtype
+        # Whether the step's activations are NCHW. Read from the workload, not from strides: the meta device's
+        # convolution returns contiguous (NCHW) outputs even for channels-last inputs, where a GPU keeps NHWC.
+        self.channels_first = channels_first
+        self.ops: list[tuple[str, float, float]] = []
+        self.memory = _LiveBytes()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if func.is_view or func in _FREE or func._overloadpacket in (aten.detach, aten.alias):
+            if func in _FREE:
+                self.memory.add(out)
+            return out
+        self.memory.add(out, (args, kwargs))
+        packet = func._overloadpacket
+        moved = float(_nbytes(args) + _nbytes(kwargs) + _nbytes(out))
+        if moved == 0:
+            return out
+        kind = _kind(func, args, self.compute_dtype)
+        if kind == "depthwise":
+            flops = _depthwise_flops(func, args, out)
+        else:
+            flops = float(flop_registry[packet](*args, **kwargs, out_val=out)) if packet in flop_registry else 0.0
+        if kind == "memory":
+            # Elementwise work is priced by bytes; its FLOPs would only mislead the roofline.
+            flops = 0.0
+        self.ops.append((kind, flops, moved))
+        if (self.channels_first and kind == "tensor" and func in _CONV
+                and (layout := _layout_bytes(func, args, out)) > 0):
+            self.ops.append(("layout", 0.0, layout))
+        return out
+
+
+class _FusedAttention(TorchFunctionMode):
+    """Counts scaled_dot_product_attention as the one fused kernel a GPU runs for it.
+
+    On the meta device SDPA takes its math path: two batched matmuls around a softmax, writing and reading the
+    L x S attention matrix several times. A GPU runs flash or memory-efficient attention instead, which never writes
+    that matrix; counting the math path made attention-heavy models (ViTs at 384 px and up) look two to three times
+    more memory-bound than they are. The memory-efficient op has meta kernels and an autograd formula, so forward
+    and backward are traced as the fused op and its fused backward; an attention mask (a relative-position bias)
+    is its additive bias, as on a GPU. Calls it cannot stand for (grouped-query heads, not 4-D) keep the math path.
+    """
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        if func is F.scaled_dot_product_attention:
+            fused = _fused_attention(*args, **kwargs)
+            if fused is not None:
+                return fused
+        return func(*args, **kwargs)
+
+
+def _fused_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                     attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0, is_causal: bool = False,
+                     scale: float | None = None, enable_gqa: bool = False) -> torch.Tensor | None:
+    if enable_gqa or not query.dim() == key.dim() == value.dim() == 4:
+        return None
+    bias = attn_mask
+    if bias is not None and not bias.is_floating_point():
+        # As SDPA does on a GPU: a boolean mask becomes an additive bias (one elementwise kernel) first.
+        bias = torch.zeros_like(bias, dtype=query.dtype).masked_fill(bias.logical_not(), float("-inf"))
+    if bias is not None and bias.dtype != query.dtype:
+        bias = bias.to(query.dtype)
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
+    output, *_ = aten._scaled_dot_product_efficient_attention(query, key, value, bias, grad, dropout_p, is_causal,
+                                                              scale=scale)
+    return output
+
+
+def _depthwise_flops(func: Any, args: tuple[Any, ...], out: Any) -> float:
+    """2 x output elements x kernel taps per output (torch's conv formula ignores groups in backward)."""
+    if func is aten.convolution_backward.default:
+        grad_out, weight, mask = args[0], args[2], args[10]
+        taps = weight[0].numel()
+        return 2.0 * grad_out.numel() * taps * sum(1 for m in mask[:2] if m)
+    weight = args[1]
+    return 2.0 * out.numel() * weight[0].numel()
+
+
+@lru_cache(maxsize=256)
+def counts_for(workload: Workload) -> WorkloadCounts:
+    """count_workload, kept for the workloads seen last: every estimator of a request prices the same counts."""
+    return count_workload(workload)
+
+
+def count_workload(workload: Workload) -> WorkloadCounts:
+    """Trace one step of the workload on the meta device (no memory, no GPU) and count it."""
+    from engine.workloads import resolve_precision
+
+    precision = resolve_precision(workload.precision)
+    # Autocast does not act on meta tensors: trace forward and backward of a mixed-precision step in its compute
+    # dtype, and the optimizer separately on the weights it really updates (fp32 master weights under AMP).
+    update: dict[str, object] = {"optimizer": "none"}
+    if precision.amp_dtype is not None:
+        update["precision"] = "bf16" if workload.precision == "amp-bf16" else "fp16"
+    step = make_step(workload.model_copy(update=update), "meta")
+    mode = _CountingMode(precision.compute_dtype, channels_first=workload.memory_format == "nchw")
+    with _FusedAttention(), mode:
+        result = step.run()
+        del result  # the loss or the logits: dropped before the peak is read, as the next step would
+    ops = mode.ops + _optimizer_ops(workload, precision.compute_dtype)
+    params = list(step.model.parameters())
+    param_bytes = float(sum(p.numel() * p.element_size() for p in params))
+    buffer_bytes = float(sum(b.numel() * b.element_size() for b in step.model.buffers()))
+    h, w = workload.resolution
+    input_bytes = float(workload.batch_size * workload.in_chans * h * w * precision.model_dtype.itemsize
+                        + workload.batch_size * 8)
+    totals: dict[str, KindTotals] = defaultdict(KindTotals)
+    for kind, flops, moved in ops:
+        totals[kind].flops += flops
+        totals[kind].bytes += moved
+        totals[kind].ops += 1
+    return WorkloadCounts(kinds=dict(totals), ops=ops, param_bytes=param_bytes,
+                          param_count=sum(p.numel() for p in params), buffer_bytes=buffer_bytes,
+                          input_bytes=input_bytes, peak_live_bytes=float(mode.memory.peak))
+
+
+def _optimizer_ops(workload: Workload, compute_dtype: torch.dtype) -> list[tuple[str, float, float]]:
+    """The ops of one optimizer step after the first (which only creates the optimizer's state)."""
+    if workload.mode != "train" or workload.optimizer == "none":
+        return []
+    model = build_model(workload, "meta")
+    params = [p for p in model.parameters() if p.requires_grad]
+    for param in params:
+        param.grad = torch.empty_like(param)
+    optimizer = make_optimizer(workload, params)
+    assert optimizer is not None
+    optimizer.step()
+    mode = _CountingMode(compute_dtype)
+    with mode:
+        optimizer.step()
+    return mode.ops

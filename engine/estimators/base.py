@@ -1,0 +1,82 @@
+"""The estimator interface: plan a host setting per target, then turn the host's measurement into a prediction."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from understudy.catalog import TargetSpec, catalog
+from understudy.errors import UnderstudyError
+from understudy.results import HostInfo, HostSetting, Measurement
+from understudy.workload import Workload
+
+
+@dataclass
+class Estimate:
+    status: str = "done"
+    latency_ms: float | None = None
+    median_ms: float | None = None
+    spread_ms: float | None = None
+    error: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Estimator(ABC):
+    name: ClassVar[str]
+    version: ClassVar[str]
+    needs_gpu: ClassVar[bool] = True
+
+    @abstractmethod
+    def plan(self, workload: Workload, target: TargetSpec, host: HostInfo) -> HostSetting | None:
+        """The host setting to measure under for this target; None when no measurement is needed."""
+
+    @abstractmethod
+    def estimate(self, workload: Workload, target: TargetSpec, host: HostInfo,
+                 measurement: Measurement | None) -> Estimate:
+        """The predicted step time on the target."""
+
+
+def host_spec(host: HostInfo) -> TargetSpec:
+    """The host GPU's own catalog entry, which the ratio-based estimators need."""
+    found = catalog().find_by_device_name(host.gpu_name or "", host.memory_gb)
+    if found is None:
+        raise UnderstudyError(
+            f"the host GPU {host.gpu_name!r} is not in the catalog; add it to understudy/data/gpus.csv"
+        )
+    return found
+
+
+def scaled(measurement: Measurement, factor: float, details: dict[str, Any]) -> Estimate:
+    """A measurement's min/median/spread multiplied by one factor."""
+    return Estimate(
+        latency_ms=(measurement.min_ms or 0.0) * factor,
+        median_ms=(measurement.median_ms or 0.0) * factor,
+        spread_ms=(measurement.spread_ms or 0.0) * factor,
+        details={"scale": factor, **details},
+    )
+
+
+def out_of_memory(workload: Workload, target: TargetSpec) -> Estimate | None:
+    """An OOM result when the workload's predicted peak memory (engine.estimators.memory) exceeds the target's.
+
+    Every estimator asks the same prediction: a host's own peak is no guide to a smaller card's, since on a host with
+    far more memory cuDNN's autotuner picks algorithms with workspaces a smaller card trades for leaner ones
+    (regnetz_d32 inference at batch 1024 peaked at 52 GB on the H200 and ran on 24 GB cards)."""
+    from engine.counting import counts_for
+    from engine.estimators.memory import fits, predict_memory
+
+    memory = predict_memory(counts_for(workload), workload)
+    if fits(memory, target):
+        return None
+    return Estimate(status="oom", error=f"needs about {memory.total_gb:.1f} GB; {target.name} has "
+                    f"{target.memory_size_gb:g} GB", details=memory.as_details())
+
+
+def unusable(measurement: Measurement | None, target: TargetSpec, workload: Workload) -> Estimate | None:
+    """An OOM or failure result when the measurement cannot stand for the target, else None."""
+    if measurement is None:
+        return Estimate(status="failed", error="no measurement was made")
+    if measurement.status != "done":
+        return Estimate(status=measurement.status, error=measurement.error)
+    return out_of_memory(workload, target)

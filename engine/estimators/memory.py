@@ -1,0 +1,76 @@
+"""A workload's peak GPU memory, predicted from its meta-device trace, and the OOM verdict every estimator gives.
+
+The trace (engine.counting) yields the peak bytes of what the step allocates: activations, the activations saved for
+backward, and gradients, in the dtype the trace ran in. What the trace does not hold is added from the workload:
+
+- the weights and buffers in the model's dtype (fp32 under AMP; the trace held them in the compute dtype);
+- under AMP, autocast's cached low-precision copy of every weight, and fp32 rather than fp16 gradients;
+- the optimizer's state (SGD momentum: one copy of the weights; AdamW: two);
+- the caching allocator's slack over the activations (block rounding, fragmentation, cuDNN's workspaces), and a fixed
+  amount for the CUDA context and the libraries' handles, neither of which PyTorch counts as allocated.
+
+The two allocator constants were chosen on the OOM back-off rows of timm's RTX 3090 inference files and are
+reported on the RTX 4090's (benchmarks/accuracy/memory.py). A target "fits" while the prediction stays within its
+memory (nominal GB read as GiB: a "24 GB" card has 24 GiB).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from understudy.catalog import TargetSpec
+from understudy.workload import Workload
+from engine.counting import WorkloadCounts
+
+GIB = 1024**3
+OPTIMIZER_COPIES = {"none": 0, "sgd": 1, "sgd-nesterov": 1, "adamw": 2}
+
+
+@dataclass(frozen=True)
+class AllocatorModel:
+    activation_slack: float  # allocator slack and workspaces, as a share of the traced peak
+    fixed_gb: float  # CUDA context and library handles (GiB)
+
+
+ALLOCATOR = AllocatorModel(activation_slack=0.15, fixed_gb=0.75)
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    weights_gb: float
+    optimizer_gb: float
+    activations_gb: float
+    overhead_gb: float
+
+    @property
+    def total_gb(self) -> float:
+        return self.weights_gb + self.optimizer_gb + self.activations_gb + self.overhead_gb
+
+    def as_details(self) -> dict[str, float]:
+        return {"predicted_peak_gb": round(self.total_gb, 3), "weights_gb": round(self.weights_gb, 3),
+                "optimizer_gb": round(self.optimizer_gb, 3), "activations_gb": round(self.activations_gb, 3),
+                "overhead_gb": round(self.overhead_gb, 3)}
+
+
+def predict_memory(counts: WorkloadCounts, workload: Workload, model: AllocatorModel = ALLOCATOR) -> MemoryEstimate:
+    amp = workload.precision.startswith("amp-")
+    full = workload.precision == "fp32" or amp  # weights kept in fp32
+    weight_bytes = counts.param_count * (4 if full else 2)
+    buffers = counts.buffer_bytes * (2 if amp else 1)  # traced in fp16 under AMP, held in fp32
+    extra = 0.0
+    if amp:
+        extra += counts.param_count * 2  # autocast's cached fp16 copy of each weight
+        if workload.mode == "train":
+            extra += counts.param_count * 2  # fp32 gradients, traced as fp16
+    optimizer = weight_bytes * OPTIMIZER_COPIES[workload.optimizer] if workload.mode == "train" else 0
+    activations = counts.peak_live_bytes * (1 + model.activation_slack)
+    return MemoryEstimate(
+        weights_gb=(weight_bytes + buffers + counts.input_bytes) / GIB,
+        optimizer_gb=optimizer / GIB,
+        activations_gb=(activations + extra) / GIB,
+        overhead_gb=model.fixed_gb,
+    )
+
+
+def fits(estimate: MemoryEstimate, target: TargetSpec) -> bool:
+    return estimate.total_gb <= target.memory_size_gb

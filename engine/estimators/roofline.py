@@ -1,0 +1,97 @@
+"""The roofline both `analytic` and `hostaware` price work with: per kernel, the larger of its math time on the
+unit that runs it and its memory time, plus a launch cost; summed by kernel class.
+
+Classes match the host profiler's kernel classes (engine.timing.kernel_class): 'tensor' (tensor-core math),
+'simt' (depthwise convolutions and fp32 matmuls on the plain lanes) and 'other' (everything memory-bound, the NCHW
+layout conversions around tensor-core convolutions included).
+
+Rates are the target's sustained ones (TargetSpec.sustained_*: the clock it holds under its power limit), and each
+unit has its own efficiency: an fp32 GEMM keeps the plain lanes busy (cuBLAS's SGEMM reaches most of FP32 peak),
+a depthwise convolution barely does (it is memory-bound in all but name).
+
+A kernel's bytes need not all come from DRAM: a tensor its producer has just written is still in L2 when it fits.
+`L2Reuse` (optional) says how much of a kernel's traffic L2 can serve; it is what separates an RTX 4090 (72 MB of
+L2) from an RTX 3090 (6 MB) at nearly equal DRAM bandwidth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from understudy.catalog import TargetSpec
+from engine.counting import WorkloadCounts
+
+CLASS_OF_KIND = {"tensor": "tensor", "matmul32": "simt", "depthwise": "simt", "memory": "other", "layout": "other"}
+MEMORY_KINDS = ("memory", "layout")
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Fractions of peak a kernel class reaches, and a fixed cost per kernel (launch and tail)."""
+
+    tensor: float
+    simt: float  # depthwise and thin grouped convolutions on the plain lanes
+    memory: float
+    launch_us: float
+    matmul32: float = 0.6  # fp32 GEMMs on the plain lanes (PyTorch keeps fp32 matmuls off TF32 by default)
+    layout: float = 1.0  # share of the counted NCHW<->NHWC conversion bytes a GPU really moves
+    # Bytes a memory-bound kernel keeps in flight per SM and cycle (Little's law): its bandwidth is at most this x SMs
+    # x clock. Binds on a GPU with much bandwidth per SM (an H200's PyTorch kernels reach a third of its 4.8 TB/s);
+    # 0: no such limit.
+    bytes_per_sm_cycle: float = 0.0
+
+    def bandwidth_gbps(self, gpu: TargetSpec) -> float:
+        """The bandwidth a memory-bound kernel reaches on `gpu`: a share of its peak, or the issue limit."""
+        reached = gpu.memory_bandwidth_gbps * self.memory
+        if self.bytes_per_sm_cycle > 0:
+            reached = min(reached, self.bytes_per_sm_cycle * gpu.sm_count * gpu.sustained_clock() / 1e3)
+        return reached
+
+
+def memory_bytes(counts: WorkloadCounts, eff: Efficiency) -> np.ndarray:
+    """The bytes of each memory-bound kernel, layout conversions weighted by how much of them a GPU really moves."""
+    return np.array([moved * (eff.layout if kind == "layout" else 1.0) for kind, _, moved in counts.ops
+                     if kind in MEMORY_KINDS], dtype=float)
+
+
+@dataclass(frozen=True)
+class L2Reuse:
+    """A kernel moving `bytes` reads and writes share(bytes) = min(1, usable x L2 / bytes) of them through L2
+    instead of DRAM, times `fraction`."""
+
+    fraction: float  # of a kernel's traffic that L2 can serve when all of it fits
+    usable: float  # share of L2 a kernel's tensors can occupy (the chips' L2 is two partitions)
+
+
+def dram_bytes(moved: np.ndarray, gpu: TargetSpec, reuse: L2Reuse | None) -> np.ndarray:
+    """Bytes each kernel moves to and from DRAM, of the `moved` bytes it touches."""
+    if reuse is None:
+        return moved
+    capacity = reuse.usable * gpu.l2_cache_mb * 1e6
+    return moved * (1.0 - reuse.fraction * np.minimum(1.0, capacity / np.maximum(moved, 1.0)))
+
+
+def roofline_ms(counts: WorkloadCounts, gpu: TargetSpec, precision: str, eff: Efficiency,
+                reuse: L2Reuse | None = None) -> dict[str, float]:
+    """Milliseconds per class for one step on `gpu`."""
+    rate_of_kind = {
+        "tensor": gpu.sustained_tensor_tflops(precision) * 1e12 * eff.tensor,
+        "matmul32": gpu.sustained_fp32_tflops() * 1e12 * eff.matmul32,
+        "depthwise": gpu.sustained_fp32_tflops() * 1e12 * eff.simt,
+    }
+    bandwidth = eff.bandwidth_gbps(gpu) * 1e9
+    totals = {"tensor": 0.0, "simt": 0.0, "other": 0.0}
+    if not counts.ops:
+        return totals
+    kinds = [kind for kind, _, _ in counts.ops]
+    flops = np.array([flops for _, flops, _ in counts.ops], dtype=float)
+    weights = np.array([eff.layout if kind == "layout" else 1.0 for kind in kinds])
+    moved = dram_bytes(np.array([moved for _, _, moved in counts.ops], dtype=float) * weights, gpu, reuse)
+    rates = np.array([rate_of_kind.get(kind, 1.0) for kind in kinds])
+    compute = np.divide(flops, rates, out=np.zeros_like(flops), where=flops > 0)
+    seconds = np.maximum(compute, moved / bandwidth) + eff.launch_us * 1e-6
+    for kind, value in zip(kinds, seconds.tolist(), strict=True):
+        totals[CLASS_OF_KIND[kind]] += value * 1e3
+    return totals

@@ -1,0 +1,225 @@
+"""Timing one workload on the GPU as the paper does: graph capture on the (restricted) stream, min over windows.
+
+A StepTimer builds the workload's step once (the timm model, random inputs and labels on the GPU) and times it under
+one setting after another, each applied by the caller around `time()`: it warms the step up on that setting's
+stream, captures a fresh CUDA graph there (a green context's stream restricts only what runs on it), replays it in
+timed windows, each between its own pair of events, and drops the graph. The result keeps the minimum, median and
+spread of the per-step time. When capture fails the step is rebuilt for eager timing and kept that way, and every
+result timed eagerly says why.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import TYPE_CHECKING, Any
+
+from understudy.results import Measurement
+from understudy.workload import Workload
+
+if TYPE_CHECKING:
+    from engine.workloads import Step
+
+WARMUP_STEPS = 3
+PROFILED_STEPS = 2
+
+_TENSOR_KERNELS = ("nvjet", "xmma", "tensorop", "hmma", "flash", "fmha", "wgmma", "gemm", "cutlass", "sm90_",
+                   "sm80_", "sm86_", "sm89_", "ampere_", "volta_", "turing_", "attention")
+# "gemm_f32f32" is cuBLAS's plain-FP32 GEMM on Hopper (sm90_xmma_gemm_f32f32_...): FFMA on the plain lanes,
+# despite "xmma" in its name; its TF32 twin is named "..._tf32f32_...".
+_SIMT_KERNELS = ("depthwise", "sgemm", "convolve", "conv2d_c1_k1", "dgrad2d_c1", "wgrad2d_c1", "implicit_convolve",
+                 "gemm_f32f32")
+
+
+def kernel_class(name: str) -> str:
+    """What limits a kernel, judged by its name: 'tensor' (tensor-core math), 'simt' (convolution on the plain
+    lanes) or 'other' (normalisation, activations, copies, layout transforms, reductions, optimizer...)."""
+    lowered = name.lower()
+    if any(marker in lowered for marker in _SIMT_KERNELS):
+        return "simt"
+    if any(marker in lowered for marker in _TENSOR_KERNELS):
+        return "tensor"
+    return "other"
+
+
+def measure(workload: Workload, device_index: int = 0, windows: int = 10, window_ms: float = 50.0,
+            profile: bool = False) -> Measurement:
+    """Build `workload`'s step and time it under the one setting this process runs in (the MPS child's way)."""
+    return StepTimer(workload, device_index).time(windows=windows, window_ms=window_ms, profile=profile)
+
+
+class StepTimer:
+    """One workload's step, built on first use and timed under one setting after another. OOM is a result."""
+
+    def __init__(self, workload: Workload, device_index: int = 0) -> None:
+        # Nothing touches CUDA before the first time(): a bench that only runs MPS children never needs it here.
+        self.workload = workload
+        self.device_index = device_index
+        self.step: Step | None = None
+        self._stream: Any | None = None
+        self._eager_reason: str | None = None
+
+    def time(self, stream: Any | None = None, windows: int = 10, window_ms: float = 50.0, profile: bool = False,
+             clock_reader: Any | None = None) -> Measurement:
+        """Time one step on `stream` (the timer's own side stream when None), building the step first if need be."""
+        import torch
+
+        torch.backends.cudnn.benchmark = True
+        # The allocator's per-device statistics exist only once CUDA is initialised, and on the whole GPU nothing
+        # has initialised it yet ("Invalid device argument" on the H200 when no green context came first).
+        if torch.cuda.is_available():
+            torch.cuda.init()
+        torch.cuda.reset_peak_memory_stats(self.device_index)
+        measured: Measurement | None
+        try:
+            measured = self._time(stream, windows, window_ms, profile, clock_reader)
+        except Exception as exc:
+            if not _out_of_memory(exc):
+                raise
+            measured = None
+        # Past the handler the failed step's frames, and the activations they held, are gone: now memory can go back.
+        if measured is None:
+            # It may have struck anywhere, capture included: the next setting starts from a fresh build.
+            self.step = None
+        # cuBLAS keeps a workspace per stream, and a green context's stream dies with its setting.
+        torch._C._cuda_clearCublasWorkspaces()
+        torch.cuda.empty_cache()
+        return measured if measured is not None else Measurement(status="oom",
+                                                                 error="out of memory under this memory cap")
+
+    def _time(self, stream: Any | None, windows: int, window_ms: float, profile: bool,
+              clock_reader: Any | None) -> Measurement:
+        import torch
+
+        if self.step is None:
+            self.step = self._build(graph_safe=self._eager_reason is None)
+        stream = stream or self._stream
+        graph = None
+        try:
+            with torch.cuda.stream(stream):
+                _warm_up(self.step.run, stream)
+                run, mode = self.step.run, "eager"
+                if self._eager_reason is None:
+                    try:
+                        graph = _capture(self.step.run, stream)
+                        run, mode = graph.replay, "graph"
+                    except Exception as exc:  # noqa: BLE001 - capture fails for some models; eager timing holds
+                        if _out_of_memory(exc):
+                            raise
+                        first_line = (str(exc).splitlines() or [type(exc).__name__])[0]
+                        self._eager_reason = f"graph capture failed, timed eagerly: {first_line[:200]}"
+                        torch.cuda.synchronize(self.device_index)
+                        self.step = self._build(graph_safe=False)
+                        _warm_up(self.step.run, stream)
+                        run = self.step.run
+                per_step, clock = _time_windows(run, stream, windows, window_ms, clock_reader)
+                kernel_ms = _profile(self.step.run, stream) if profile else {}
+        finally:
+            if graph is not None:
+                graph.reset()
+        # Allocated, not reserved: the caching allocator's slack is not memory the target would need.
+        peak_gb = torch.cuda.max_memory_allocated(self.device_index) / 1e9
+        return Measurement(
+            status="done",
+            min_ms=min(per_step),
+            median_ms=statistics.median(per_step),
+            spread_ms=max(per_step) - min(per_step),
+            windows=len(per_step),
+            timing_mode=mode,  # type: ignore[arg-type]
+            observed_clock_mhz=clock,
+            peak_memory_gb=peak_gb,
+            kernel_ms=kernel_ms,
+            error=self._eager_reason if mode == "eager" else None,
+        )
+
+    def _build(self, graph_safe: bool) -> Step:
+        import torch
+
+        from engine.workloads import make_step
+
+        device = torch.device("cuda", self.device_index)
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(device)
+        # On the timer's own stream, not a setting's: the step outlives every setting and its stream.
+        with torch.cuda.stream(self._stream):
+            step = make_step(self.workload, device, graph_safe=graph_safe)
+        self._stream.synchronize()
+        return step
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """An OOM, or an error raised while unwinding from one (a capture ended by an OOM fails to end cleanly)."""
+    import torch
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, torch.cuda.OutOfMemoryError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _warm_up(run: Any, stream: Any) -> None:
+    for _ in range(WARMUP_STEPS):
+        run()
+    stream.synchronize()
+
+
+def _capture(run: Any, stream: Any) -> Any:
+    """A CUDA graph of one step, captured on `stream` and replayed once (a capture can succeed and its replay fail)."""
+    import torch
+
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph, stream=stream):
+            run()
+        graph.replay()
+        stream.synchronize()
+    except BaseException:
+        graph.reset()
+        raise
+    return graph
+
+
+def _time_windows(
+    run: Any, stream: Any, windows: int, window_ms: float, clock_reader: Any | None
+) -> tuple[list[float], float | None]:
+    import torch
+
+    probe_start, probe_end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    probe_start.record(stream)
+    run()
+    probe_end.record(stream)
+    probe_end.synchronize()
+    reps = max(1, min(200, int(window_ms / max(probe_start.elapsed_time(probe_end), 1e-3))))
+    events = []
+    clock = None
+    for index in range(windows):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record(stream)
+        for _ in range(reps):
+            run()
+        end.record(stream)
+        events.append((start, end))
+        if clock_reader is not None and index == windows // 2:
+            # Read while the queued windows keep the GPU busy: the clock the time was measured at.
+            clock = clock_reader()
+    stream.synchronize()
+    return [start.elapsed_time(end) / reps for start, end in events], clock
+
+
+def _profile(run: Any, stream: Any) -> dict[str, float]:
+    """Device milliseconds per step by kernel class, from an eager profiled step on the same stream."""
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(PROFILED_STEPS):
+            run()
+        stream.synchronize()
+    totals = {"tensor": 0.0, "simt": 0.0, "other": 0.0}
+    for event in prof.events():
+        if event.device_type == DeviceType.CUDA:
+            totals[kernel_class(event.name)] += event.time_range.elapsed_us() / 1000.0
+    del torch
+    return {name: value / PROFILED_STEPS for name, value in totals.items()}

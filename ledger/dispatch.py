@@ -1,0 +1,204 @@
+"""From ledger rows to rq jobs, and back again when Redis loses them. Shared by the API and the worker; no torch.
+
+The ledger (Postgres) is the truth; a job only carries row ids. Every state change of a row is a conditional UPDATE
+on the state last seen, so two reconcilers, or a reconciler and a request, never both queue the same row, and a job
+only runs rows that still name it (worker.tasks claims `status = queued AND job_id = <its id>`).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from redis import Redis
+from rq import Queue
+from rq.job import Job, JobStatus
+from rq.rate_limit import RateLimit
+from sqlalchemy import Engine, select, text, update
+from sqlalchemy.orm import Session
+
+from ledger.jobs import SERIALIZER, AllowListedJob
+from ledger.queues import KEY_PREFIX, RUN_PREDICTIONS, alive_key
+from understudy.results import Status
+from understudy.settings import Settings
+from ledger.models import Prediction, utcnow
+
+log = logging.getLogger(__name__)
+
+# A rate-limited job is held back by rq until its owner's earlier jobs end (enqueue): it will run.
+ACTIVE_JOB_STATES = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED,
+                     JobStatus.RATE_LIMITED}
+# Workers started by `understudy worker` carry tokens with this prefix and keep alive_key(token) fresh.
+WORKER_TOKEN_PREFIX = "us-"
+
+
+def new_job_id() -> str:
+    return "pred-" + uuid.uuid4().hex
+
+
+def rq_queue(redis: Redis, name: str) -> Queue:
+    """One of our queues, as rq sees it: JSON jobs, allow-listed functions."""
+    return Queue(name, connection=redis, serializer=SERIALIZER, job_class=AllowListedJob)
+
+
+def enqueue(redis: Redis, settings: Settings, *, queue: str, prediction_ids: list[str], job_id: str,
+            owner: str | None = None) -> Job:
+    """Queue one job that runs these rows (one workload, one estimator, one host class) in one Engine.predict.
+
+    A job with an owner (an API key id) keeps it in its meta, so the worker can tell admission control it started,
+    and shares rq's concurrency limit with that owner's other jobs on the queue: past
+    UNDERSTUDY_MAX_ACTIVE_JOBS_PER_KEY queued or running, rq holds it back until one ends. So the queue takes the
+    owners in turn, and a flood from one waits behind itself (understudy/admission.py)."""
+    limit = None
+    if owner and settings.max_active_jobs_per_key:
+        limit = RateLimit(key=f"{KEY_PREFIX}{queue}:{owner}", concurrency=settings.max_active_jobs_per_key)
+    return rq_queue(redis, queue).enqueue_call(
+        RUN_PREDICTIONS,
+        args=(list(prediction_ids),),
+        job_id=job_id,
+        timeout=settings.job_timeout_s,
+        result_ttl=settings.job_record_ttl_s,
+        failure_ttl=settings.job_record_ttl_s,
+        description=f"predict {len(prediction_ids)} target(s) on {queue}",
+        meta={"owner": owner} if owner else None,
+        rate_limit=limit,
+    )
+
+
+def worker_alive(redis: Redis, name: str | None) -> bool:
+    """Whether the worker with this token (ours) or rq name (anyone else's) still runs."""
+    if not name:
+        return False
+    if name.startswith(WORKER_TOKEN_PREFIX):
+        return bool(redis.exists(alive_key(name)))
+    return bool(redis.exists(f"rq:worker:{name}"))
+
+
+@dataclass
+class ReconcileReport:
+    requeued: list[str] = field(default_factory=list)
+    given_up: list[str] = field(default_factory=list)
+    jobs: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.requeued or self.given_up)
+
+
+def _lost(row: Prediction, job: Job | None, redis: Redis, alive: dict[str, bool]) -> bool:
+    """Whether nothing in Redis will ever finish this queued or running row."""
+
+    def is_alive(name: str) -> bool:
+        if name not in alive:
+            alive[name] = worker_alive(redis, name)
+        return alive[name]
+
+    state = job.get_status(refresh=False) if job is not None else None
+    if row.status == Status.running:
+        if row.worker_id and not is_alive(row.worker_id):
+            return True  # its worker died mid-job (killed, machine lost)
+        if job is None:
+            return row.worker_id is None  # a live worker still runs it even if Redis forgot the job
+        return state not in ACTIVE_JOB_STATES
+    if job is None or state not in ACTIVE_JOB_STATES:
+        return True  # Redis lost the job (restart, FLUSHALL) or it ended without running this row
+    if state == JobStatus.STARTED and job.worker_name and job.worker_name.startswith(WORKER_TOKEN_PREFIX):
+        return not is_alive(job.worker_name)  # its worker died before claiming the row
+    return False
+
+
+# The PostgreSQL advisory lock one reconciler holds while it runs (any constant that nothing else uses).
+RECONCILER_LOCK = 0x5553_5245_434F_4E43 & 0x7FFF_FFFF_FFFF_FFFF
+
+
+@contextmanager
+def only_reconciler(db: Engine) -> Iterator[bool]:
+    """Whether this process is now the one reconciler running, across every API and worker process.
+
+    A reconciler commits its claim on a row before it enqueues the row's job (the job must find the claim), so a
+    second reconciler looking in between would see a claimed row whose job Redis does not hold yet and claim it again.
+    One at a time, through a session-level advisory lock on a connection of its own, closes that window."""
+    if db.dialect.name != "postgresql":
+        yield True  # SQLite: one process
+        return
+    with db.connect() as connection:
+        got = bool(connection.scalar(text("SELECT pg_try_advisory_lock(:key)"), {"key": RECONCILER_LOCK}))
+        connection.commit()
+        try:
+            yield got
+        finally:
+            if got:
+                connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": RECONCILER_LOCK})
+                connection.commit()
+
+
+def reconcile(db: Engine, redis: Redis, settings: Settings, *, grace_s: float | None = None) -> ReconcileReport:
+    """Re-queue ledger rows that are queued or running but that no live job will finish; fail those that keep dying.
+
+    A queued row younger than `grace_s` (default settings.reconcile_grace_s) is left alone: its request may not have
+    enqueued it yet. While another reconciler runs this one does nothing (that one does the work).
+    """
+    with only_reconciler(db) as alone:
+        if not alone:
+            return ReconcileReport()
+        return _reconcile(db, redis, settings, settings.reconcile_grace_s if grace_s is None else grace_s)
+
+
+def _reconcile(db: Engine, redis: Redis, settings: Settings, grace: float) -> ReconcileReport:
+    report = ReconcileReport()
+    now = utcnow()
+    with Session(db, expire_on_commit=False) as session:
+        rows = session.scalars(
+            select(Prediction).where(Prediction.status.in_([Status.queued.value, Status.running.value]))
+        ).all()
+        rows = [r for r in rows if r.status == Status.running or (r.queued_at or r.created_at) <= now - timedelta(
+            seconds=grace)]
+        if not rows:
+            return report
+        job_ids = sorted({r.job_id for r in rows if r.job_id})
+        jobs = dict(zip(job_ids, AllowListedJob.fetch_many(job_ids, connection=redis,
+                                                                           serializer=SERIALIZER), strict=True))
+        alive: dict[str, bool] = {}
+        lost = [r for r in rows if _lost(r, jobs.get(r.job_id or ""), redis, alive)]
+        groups: dict[tuple[str, str, str, str], list[Prediction]] = defaultdict(list)
+        for row in lost:
+            groups[(row.host_class, row.workload_digest, row.estimator, row.request_id or "")].append(row)
+        for (queue, *_), members in groups.items():
+            give_up = [r for r in members if r.attempts >= settings.max_attempts]
+            for row in give_up:
+                done = session.execute(
+                    update(Prediction)
+                    .where(Prediction.id == row.id, Prediction.status == row.status,
+                           Prediction.job_id.is_not_distinct_from(row.job_id))
+                    .values(status=Status.failed.value, finished_at=now,
+                            error=f"gave up after {row.attempts} attempts: the worker running it died each time")
+                )
+                if done.rowcount:  # type: ignore[attr-defined]
+                    report.given_up.append(row.id)
+            job_id = new_job_id()
+            claimed = []
+            for row in members:
+                if row in give_up:
+                    continue
+                done = session.execute(
+                    update(Prediction)
+                    .where(Prediction.id == row.id, Prediction.status == row.status,
+                           Prediction.job_id.is_not_distinct_from(row.job_id))
+                    .values(status=Status.queued.value, job_id=job_id, worker_id=None, started_at=None, queued_at=now)
+                )
+                if done.rowcount:  # type: ignore[attr-defined]
+                    claimed.append(row.id)
+            session.commit()
+            if claimed:
+                # If this fails the rows stay queued under a job Redis never saw: the next run re-queues them.
+                enqueue(redis, settings, queue=queue, prediction_ids=claimed, job_id=job_id)
+                report.requeued.extend(claimed)
+                report.jobs.append(job_id)
+    if report:
+        log.warning("reconciler: re-queued %d row(s) in %d job(s), gave up on %d", len(report.requeued),
+                    len(report.jobs), len(report.given_up))
+    return report

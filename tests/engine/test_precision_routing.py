@@ -1,0 +1,55 @@
+"""Every precision and memory format priced by what the GPU runs: fp32 matmuls on the plain FP32 lanes at GEMM
+efficiency (PyTorch keeps them off TF32), convolutions on tensor cores at the precision's rate (TF32 for fp32), and
+NCHW tensor-core convolutions paying the layout conversions a channels-last workload does not."""
+
+from __future__ import annotations
+
+import pytest
+
+from understudy.catalog import TargetSpec
+from understudy.workload import Workload
+from engine.counting import WorkloadCounts, count_workload
+from engine.estimators.roofline import Efficiency, roofline_ms
+
+GPU = TargetSpec(id="g", name="g", sm_count=10, boost_clock_mhz=1000, memory_size_gb=8, memory_bandwidth_gbps=1000,
+                 fp32_tflops=10, fp16_tensor_tflops=40, bf16_tensor_tflops=40, tf32_tensor_tflops=20)
+EFF = Efficiency(tensor=1.0, simt=0.05, memory=1.0, launch_us=0.0, matmul32=0.5, layout=0.5)
+
+
+def priced(ops: list[tuple[str, float, float]], precision: str) -> dict[str, float]:
+    return roofline_ms(WorkloadCounts(ops=ops), GPU, precision, EFF)
+
+
+def test_an_fp32_matmul_runs_on_the_plain_lanes_at_gemm_efficiency() -> None:
+    # 1 TFLOP at 10 TFLOPS x 0.5 = 200 ms, not the 2,000 ms a depthwise-convolution efficiency would give.
+    assert priced([("matmul32", 1e12, 0.0)], "fp32")["simt"] == pytest.approx(200.0)
+
+
+def test_an_fp32_convolution_runs_on_tensor_cores_at_the_tf32_rate() -> None:
+    assert priced([("tensor", 1e12, 0.0)], "fp32")["tensor"] == pytest.approx(50.0)  # 1 TFLOP at 20 TFLOPS
+    assert priced([("tensor", 1e12, 0.0)], "amp-fp16")["tensor"] == pytest.approx(25.0)  # at 40 TFLOPS
+
+
+def test_layout_conversions_are_memory_traffic_weighted_by_their_efficiency() -> None:
+    # 1 GB counted, half of it really moved, at 1000 GB/s: 0.5 ms.
+    assert priced([("layout", 0.0, 1e9)], "amp-fp16")["other"] == pytest.approx(0.5)
+
+
+def test_an_nchw_convolution_adds_a_read_and_a_write_of_its_input_and_output() -> None:
+    counts = count_workload(Workload(model="resnet18", mode="infer", batch_size=1, precision="amp-fp16"))
+    first_layout = next(moved for kind, _, moved in counts.ops if kind == "layout")
+    # The stem convolution: a 3x224x224 input and a 64x112x112 output in fp16, each read and written once more.
+    assert first_layout == 2 * (3 * 224 * 224 * 2 + 64 * 112 * 112 * 2)
+
+
+def test_a_channels_last_workload_has_no_layout_conversions() -> None:
+    nchw = count_workload(Workload(model="resnet18", mode="train", batch_size=2))
+    nhwc = count_workload(Workload(model="resnet18", mode="train", batch_size=2, memory_format="nhwc"))
+    assert nchw.kinds["layout"].ops == 20 + 20  # resnet18's convolutions forward and backward, not its classifier
+    assert "layout" not in nhwc.kinds
+
+
+def test_fp32_vit_matmuls_are_plain_fp32_work_and_its_patch_convolution_tf32() -> None:
+    kinds = count_workload(Workload(model="test_vit", mode="infer", batch_size=2, precision="fp32")).kinds
+    assert kinds["matmul32"].flops > 0
+    assert kinds["tensor"].ops == 1  # the patch embedding
