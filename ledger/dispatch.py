@@ -53,7 +53,7 @@ def enqueue(redis: Redis, settings: Settings, *, queue: str, prediction_ids: lis
     A job with an owner (an API key id) keeps it in its meta, so the worker can tell admission control it started,
     and shares rq's concurrency limit with that owner's other jobs on the queue: past
     UNDERSTUDY_MAX_ACTIVE_JOBS_PER_KEY queued or running, rq holds it back until one ends. So the queue takes the
-    owners in turn, and a flood from one waits behind itself (understudy/admission.py)."""
+    owners in turn, and a flood from one waits behind itself (ledger/admission.py)."""
     limit = None
     if owner and settings.max_active_jobs_per_key:
         limit = RateLimit(key=f"{KEY_PREFIX}{queue}:{owner}", concurrency=settings.max_active_jobs_per_key)
