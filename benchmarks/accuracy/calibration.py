@@ -1,10 +1,13 @@
-"""The calibrated estimator's accuracy with k = 3, 5 and 10 measured rows per target.
+"""The calibrated estimator's accuracy with k measured rows per timm file (issue 10: k = 5, 50 draws).
 
-For each target and k, `--draws` times: pick k rows of that target at random as the user's measurements, fit
-understudy.calibration.fit_scale on the base estimator's predictions for them, and score the corrected
-predictions on the target's OTHER rows. Reads the rows.jsonl of an `understudy evaluate` report.
+For each timm file and k, `--draws` times: pick k of the file's rows at random as the user's measurements, fit
+understudy.calibration.fit_correction to the base estimator's predictions of them (with their kernel-class shares),
+and score the corrected predictions on the file's OTHER rows. The base's constants are the leave-one-GPU-out ones of
+a `fit_constants.py --logo` report: a file of the RTX 3090 is predicted with the constants chosen on the RTX 4090,
+and the other way round, so nothing the user did not measure was chosen on the target.
 
-    python benchmarks/accuracy/calibration.py benchmarks/accuracy/report/rows.jsonl --base hostaware
+    python benchmarks/accuracy/calibration.py analytic FILES... --logo-json analytic-logo.json --counts-cache C
+    python benchmarks/accuracy/calibration.py hostaware FILES... --logo-json hostaware-logo.json --log LOG ...
 """
 
 from __future__ import annotations
@@ -16,44 +19,63 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import numpy as np
 
-from understudy.calibration import fit_scale  # noqa: E402
-from evaluation.metrics import error_summary  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fit_constants import HOSTAWARE_HELD, Priced, group_of, load_samples, predict_with_shares  # noqa: E402
+from understudy.calibration import CLASSES, PRIOR_POINTS, FitPoint, fit_correction  # noqa: E402
+
+CHOSEN_WITHOUT = {"GeForce RTX 3090": "chosen_on_rtx4090", "GeForce RTX 4090": "chosen_on_rtx3090"}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("rows", type=Path)
-    parser.add_argument("--base", default="hostaware")
+    parser.add_argument("estimator", choices=["analytic", "hostaware"])
+    parser.add_argument("files", nargs="+", type=Path)
+    parser.add_argument("--logo-json", type=Path, required=True, help="a fit_constants.py --logo report")
+    parser.add_argument("--log", type=Path)
+    parser.add_argument("--counts-cache", type=Path)
     parser.add_argument("--ks", default="3,5,10")
     parser.add_argument("--draws", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--min-rows", type=int, default=20, help="targets with fewer rows are left out")
+    parser.add_argument("--prior", type=float, default=PRIOR_POINTS)
+    parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    by_target: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for line in args.rows.read_text().splitlines():
-        row = json.loads(line)
-        predicted = row.get(f"{args.base}_predicted_ms")
-        if predicted:
-            by_target[row["target"]].append((float(predicted), float(row["measured_ms"])))
+    constants = json.loads(args.logo_json.read_text())["constants"]
+    samples = [s for s in load_samples(args.files, args.log, args.counts_cache, None)
+               if not s.lambda_row and s.row["target"] in CHOSEN_WITHOUT]
+    by_file: dict[str, list] = defaultdict(list)
+    for sample in samples:
+        by_file[group_of(sample)].append(sample)
     rng = random.Random(args.seed)
-    print(f"| target | rows | {args.base} MAPE % (uncalibrated) | k | calibrated MAPE % (mean over {args.draws} "
-          "draws) | min | max |")
-    print("|---|---|---|---|---|---|---|")
-    for target, pairs in sorted(by_target.items()):
-        if len(pairs) < args.min_rows:
-            continue
-        base = error_summary([m for _, m in pairs], [p for p, _ in pairs])["mape"]
+    report = {}
+    for name, group in sorted(by_file.items()):
+        values = {**constants[CHOSEN_WITHOUT[group[0].row["target"]]], **(HOSTAWARE_HELD if args.estimator ==
+                                                                          "hostaware" else {})}
+        predicted, shares = predict_with_shares(args.estimator, Priced(group), values)
+        measured = np.array([s.measured_ms for s in group])
+        modes = [s.workload.mode for s in group]
+        share_dicts = [dict(zip(CLASSES, row.tolist(), strict=True)) for row in shares]
+        base = float(np.mean(np.abs(predicted / measured - 1)) * 100)
+        report[name] = {"rows": len(group), "uncalibrated_mape": round(base, 2)}
         for k in (int(v) for v in args.ks.split(",")):
             scores = []
             for _ in range(args.draws):
-                chosen = set(rng.sample(range(len(pairs)), k))
-                scale = fit_scale([pairs[i][0] for i in chosen], [pairs[i][1] for i in chosen])
-                rest = [pairs[i] for i in range(len(pairs)) if i not in chosen]
-                scores.append(error_summary([m for _, m in rest], [p * scale for p, _ in rest])["mape"])
-            print(f"| {target} | {len(pairs)} | {base:.1f} | {k} | {sum(scores) / len(scores):.1f} | "
-                  f"{min(scores):.1f} | {max(scores):.1f} |")
+                chosen = set(rng.sample(range(len(group)), k))
+                fit = fit_correction([FitPoint(predicted_ms=predicted[i], measured_ms=measured[i], mode=modes[i],
+                                               shares=share_dicts[i]) for i in chosen], prior_points=args.prior)
+                rest = [i for i in range(len(group)) if i not in chosen]
+                corrected = np.array([predicted[i] * fit.factor(share_dicts[i], modes[i]) for i in rest])
+                scores.append(float(np.mean(np.abs(corrected / measured[rest] - 1)) * 100))
+            report[name][f"k={k}"] = {"mean": round(float(np.mean(scores)), 2), "min": round(min(scores), 2),
+                                      "max": round(max(scores), 2)}
+    text = json.dumps({"estimator": args.estimator, "prior_points": args.prior, "draws": args.draws,
+                       "files": report}, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
 
 
 if __name__ == "__main__":

@@ -21,12 +21,24 @@ from engine.counting import WorkloadCounts  # noqa: E402
 from evaluation.evaluate import read_rows  # noqa: E402
 
 
-def load_counts(workloads: list[Workload], cache: Path | None) -> dict[str, WorkloadCounts | None]:
-    """The counts of `workloads` by digest: from the cache where it has them, counted (and added to it) otherwise."""
-    from engine.counting import count_workload
+class _Unpickler(pickle.Unpickler):
+    """Reads caches written before the engine moved out of worker/ (worker.counting is engine.counting now)."""
 
-    known: dict[str, WorkloadCounts | None] = pickle.loads(cache.read_bytes()) if cache and cache.exists() else {}
-    missing = [w for w in workloads if w.digest() not in known]
+    def find_class(self, module: str, name: str) -> object:
+        return super().find_class("engine.counting" if module == "worker.counting" else module, name)
+
+
+def read_cache(path: Path) -> dict[str, WorkloadCounts | None]:
+    with path.open("rb") as handle:
+        return _Unpickler(handle).load()  # type: ignore[no-any-return]
+
+
+def load_counts(workloads: list[Workload], cache: Path | None,
+                cached_only: bool = False) -> dict[str, WorkloadCounts | None]:
+    """The counts of `workloads` by digest: from the cache where it has them, counted (and added to it) otherwise,
+    unless `cached_only`."""
+    known = read_cache(cache) if cache and cache.exists() else {}
+    missing = [] if cached_only else [w for w in workloads if w.digest() not in known]
     for workload in missing:
         known[workload.digest()] = _count(workload)[1]
     if cache and missing:
@@ -49,7 +61,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--processes", type=int, default=2)
     args = parser.parse_args()
-    known: dict[str, WorkloadCounts | None] = pickle.loads(args.out.read_bytes()) if args.out.exists() else {}
+    known = read_cache(args.out) if args.out.exists() else {}
     todo: dict[str, Workload] = {}
     for row in read_rows(args.files):
         try:

@@ -46,13 +46,14 @@ from engine.estimators.roofline import Efficiency, L2Reuse  # noqa: E402
 from evaluation.evaluate import read_rows  # noqa: E402
 from engine.measurement_log import MeasurementLog  # noqa: E402
 
-ROOFLINE = ("tensor", "simt", "memory", "launch_us", "matmul32", "layout", "bytes_per_sm_cycle")
+ROOFLINE = ("tensor", "simt", "memory", "launch_us", "matmul32", "layout", "bytes_per_sm_cycle",
+            "tensor_flop_per_sm_cycle")
 HOSTAWARE = (*ROOFLINE, "host_tensor", "host_simt", "bandwidth_efficiency", "host_bytes_per_sm_cycle", "l2_fraction",
              "l2_usable")
 # hostaware holds e and c (the issue limit binds on none of the catalog's GPUs) and the L2 reuse (set, not fitted);
 # its roofline half prices consumer targets, on which the roofline's own issue limit never binds.
 HOSTAWARE_HELD = {"bandwidth_efficiency": 1.012, "host_bytes_per_sm_cycle": 144.1, "l2_fraction": 1.0,
-                  "l2_usable": 0.5, "bytes_per_sm_cycle": 0.0}
+                  "l2_usable": 0.5, "bytes_per_sm_cycle": 0.0, "tensor_flop_per_sm_cycle": 0.0}
 KIND_CODE = {"tensor": 0, "matmul32": 1, "depthwise": 2, "memory": 3, "layout": 4}
 CLASS_CODE = np.array([0, 1, 1, 2, 2])  # kind code -> roofline class (tensor, simt, other)
 REFERENCE = "GeForce RTX 3090"
@@ -105,7 +106,8 @@ def host_rows(paths: list[Path]) -> list[dict[str, str]]:
 
 
 def load_samples(files: list[Path], log_path: Path | None, cache: Path | None,
-                 max_measured_ms: float | None, host_logs: list[Path] | None = None) -> list[Sample]:
+                 max_measured_ms: float | None, host_logs: list[Path] | None = None,
+                 cached_only: bool = False) -> list[Sample]:
     log = MeasurementLog(log_path) if log_path else None
     host = log.only_host() if log else None
     pending = []
@@ -121,7 +123,7 @@ def load_samples(files: list[Path], log_path: Path | None, cache: Path | None,
             if measurement is None or measurement.status != "done" or not measurement.kernel_ms:
                 continue
         pending.append((row, workload, measurement))
-    counts = load_counts(list({w.digest(): w for _, w, _ in pending}.values()), cache)
+    counts = load_counts(list({w.digest(): w for _, w, _ in pending}.values()), cache, cached_only)
     host_target = host_spec(host) if host is not None else None
     return [Sample(row, workload, catalog().get(row["target"]), found, measurement, host_target)
             for row, workload, measurement in pending if (found := counts.get(workload.digest())) is not None]
@@ -175,7 +177,10 @@ class Priced:
 
     def roofline(self, eff: Efficiency, reuse: L2Reuse | None) -> np.ndarray:
         """Milliseconds per sample and class (n x 3)."""
-        rate = np.choose(np.minimum(self.kind, 3), [self.tensor_rate * eff.tensor, self.fp32_rate * eff.matmul32,
+        tensor_rate = self.tensor_rate * eff.tensor
+        if eff.tensor_flop_per_sm_cycle > 0:
+            tensor_rate = np.minimum(tensor_rate, self.issue * eff.tensor_flop_per_sm_cycle)
+        rate = np.choose(np.minimum(self.kind, 3), [tensor_rate, self.fp32_rate * eff.matmul32,
                                                    self.fp32_rate * eff.simt, np.full_like(self.flops, np.inf)])
         moved = self.moved * np.where(self.kind == 4, eff.layout, 1.0)
         if reuse is not None:
@@ -189,7 +194,8 @@ class Priced:
         return out
 
     def hostaware(self, constants: HostAwareConstants) -> tuple[np.ndarray, np.ndarray]:
-        """(predicted ms, roofline ms per class) per sample, as engine.estimators.hostaware.blend_factor computes."""
+        """(predicted ms, each class's share of it) per sample, as engine.estimators.hostaware.blend_factor
+        computes."""
         scaling, reuse = constants.scaling, constants.reuse
         memory = self.kind >= 3
         moved = (self.moved * np.where(self.kind == 4, constants.roofline.layout, 1.0))[memory]
@@ -206,9 +212,10 @@ class Priced:
         host_bw = achieved(self.host.memory_bandwidth_gbps, self.host.sm_count, self.host.sustained_clock())
         other = host_bw / target_bw * np.where(host_dram > 0, target_dram / np.maximum(host_dram, 1e-12), 1.0)
         ratios = np.stack([scaling.tensor * self.tensor_ratio, scaling.simt * self.fp32_ratio, other], axis=1)
-        scaled_ms = self.host_ms * (self.host_share * ratios).sum(axis=1)
+        scaled = self.host_ms[:, None] * self.host_share * ratios
         roofline = self.roofline(constants.roofline, reuse)
-        return np.sqrt(scaled_ms * roofline.sum(axis=1)), roofline
+        shares = 0.5 * scaled / scaled.sum(axis=1, keepdims=True) + 0.5 * roofline / roofline.sum(axis=1, keepdims=True)
+        return np.sqrt(scaled.sum(axis=1) * roofline.sum(axis=1)), shares
 
 
 def constants_of(kind: str, values: dict[str, float]) -> Efficiency | HostAwareConstants:
@@ -232,13 +239,20 @@ def shipped(kind: str) -> dict[str, float]:
     return values
 
 
-def predict(kind: str, priced: Priced, values: dict[str, float]) -> np.ndarray:
+def predict_with_shares(kind: str, priced: Priced, values: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted ms per sample, and each kernel class's share of it (what the calibration fits scales to)."""
     constants = constants_of(kind, values)
     if kind == "analytic":
         assert isinstance(constants, Efficiency)
-        return priced.roofline(constants, None).sum(axis=1)
+        by_class = priced.roofline(constants, None)
+        total = by_class.sum(axis=1)
+        return total, by_class / total[:, None]
     assert isinstance(constants, HostAwareConstants)
-    return priced.hostaware(constants)[0]
+    return priced.hostaware(constants)
+
+
+def predict(kind: str, priced: Priced, values: dict[str, float]) -> np.ndarray:
+    return predict_with_shares(kind, priced, values)[0]
 
 
 def fit(kind: str, samples: list[Sample], fixed: dict[str, float]) -> dict[str, float]:
@@ -331,6 +345,7 @@ def main() -> None:
                         "(analytic)")
     parser.add_argument("--max-measured-ms", type=float)
     parser.add_argument("--counts-cache", type=Path)
+    parser.add_argument("--cached-only", action="store_true", help="leave out workloads the counts cache lacks")
     parser.add_argument("--json", type=Path, help="also write the result here")
     parser.add_argument("--fix", action="append", default=[], metavar="NAME=VALUE", help="hold a constant")
     args = parser.parse_args()
@@ -339,7 +354,8 @@ def main() -> None:
     fixed = {name: float(value) for name, value in (item.split("=") for item in args.fix)}
     if args.estimator == "hostaware":
         fixed = {**HOSTAWARE_HELD, **fixed}
-    samples = load_samples(args.files, args.log, args.counts_cache, args.max_measured_ms, args.host_rows)
+    samples = load_samples(args.files, args.log, args.counts_cache, args.max_measured_ms, args.host_rows,
+                           args.cached_only)
     if args.logo:
         report = logo(args.estimator, samples, fixed)
     else:

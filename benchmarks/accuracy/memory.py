@@ -16,14 +16,15 @@ import argparse
 import itertools
 import json
 import math
-import pickle
 import sys
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from count_cache import read_cache  # noqa: E402
 from understudy.catalog import catalog  # noqa: E402
 from understudy.workload import workload_from_row  # noqa: E402
 from engine.counting import WorkloadCounts  # noqa: E402
@@ -112,7 +113,7 @@ def main() -> None:
     parser.add_argument("--choose-on", help="choose the constants on files whose name contains this")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    counts = pickle.loads(args.counts_cache.read_bytes())
+    counts = read_cache(args.counts_cache)
     items = checks(args.files, counts)
     model = ALLOCATOR
     if args.choose_on:

@@ -17,7 +17,8 @@ from engine.estimators.roofline import Efficiency, roofline_ms
 # Chosen by benchmarks/accuracy/fit_constants.py on all RTX 3090 inference rows (no GPU needed), with the launch
 # cost held at 5 us: left free it grows to 80 us, which fits batch-1024 rows no better and makes small batches
 # absurdly slow. Depthwise convolutions reach only a few percent of FP32 peak: they are memory-bound.
-EFFICIENCY = Efficiency(tensor=0.8683, simt=0.0500, memory=0.6896, launch_us=5.0)
+EFFICIENCY = Efficiency(tensor=0.8683, simt=0.0500, memory=0.8, launch_us=5.0, matmul32=0.6, layout=0.3,
+                        bytes_per_sm_cycle=8.0, tensor_flop_per_sm_cycle=1500.0)
 
 
 class AnalyticEstimator(Estimator):

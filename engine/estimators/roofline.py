@@ -41,6 +41,17 @@ class Efficiency:
     # x clock. Binds on a GPU with much bandwidth per SM (an H200's PyTorch kernels reach a third of its 4.8 TB/s);
     # 0: no such limit.
     bytes_per_sm_cycle: float = 0.0
+    # Tensor-core FLOP an SM can be fed per cycle: its shared memory and registers deliver operands at a fixed rate
+    # per cycle, so the chips whose tensor cores do 1,024 to 4,096 dense FLOP per SM and cycle (workstation and
+    # data-center parts) reach a smaller share of that peak than GeForce cards at 512. 0: no such limit.
+    tensor_flop_per_sm_cycle: float = 0.0
+
+    def tensor_tflops(self, gpu: TargetSpec, precision: str) -> float:
+        """The tensor rate a convolution or matmul reaches on `gpu`: a share of its peak, or the feed limit."""
+        reached = gpu.sustained_tensor_tflops(precision) * self.tensor
+        if self.tensor_flop_per_sm_cycle > 0:
+            reached = min(reached, self.tensor_flop_per_sm_cycle * gpu.sm_count * gpu.sustained_clock() / 1e6)
+        return reached
 
     def bandwidth_gbps(self, gpu: TargetSpec) -> float:
         """The bandwidth a memory-bound kernel reaches on `gpu`: a share of its peak, or the issue limit."""
@@ -77,7 +88,7 @@ def roofline_ms(counts: WorkloadCounts, gpu: TargetSpec, precision: str, eff: Ef
                 reuse: L2Reuse | None = None) -> dict[str, float]:
     """Milliseconds per class for one step on `gpu`."""
     rate_of_kind = {
-        "tensor": gpu.sustained_tensor_tflops(precision) * 1e12 * eff.tensor,
+        "tensor": eff.tensor_tflops(gpu, precision) * 1e12,
         "matmul32": gpu.sustained_fp32_tflops() * 1e12 * eff.matmul32,
         "depthwise": gpu.sustained_fp32_tflops() * 1e12 * eff.simt,
     }

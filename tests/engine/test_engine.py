@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from fakes import (
+from tests.fakes import (
     FakeMpsControl,
     FakeNvml,
     FakeTimer,
