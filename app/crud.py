@@ -24,14 +24,15 @@ from understudy.calibration import CalibrationSet
 from understudy.catalog import InlineTarget, TargetSpec, resolve_target
 from ledger.dispatch import enqueue, new_job_id, rq_queue
 from understudy.estimator_info import (CALIBRATED_ESTIMATOR, DEFAULT_CPU_ESTIMATOR, DEFAULT_GPU_ESTIMATOR,
-                                       calibrated_version, estimator_info, estimator_version)
-from understudy.keys import ANY_HOST, cache_key
+                                       estimator_info, estimator_version)
+from understudy.keys import CacheIdentity, cache_identity, cache_key
 from understudy.populations import DeviceLatency, ExcludedDevice, PopulationSummary, summarize
-from ledger.queues import CPU_QUEUE, alive_key, is_gpu_queue
+from ledger.queues import CPU_QUEUE, GPU_QUEUE_PREFIX, alive_key, is_gpu_queue
 from understudy.results import Status
 from understudy.settings import Settings
 from ledger.models import Calibration, Host, Population, Prediction, PredictionOwner, new_id, utcnow
-from ledger.predictions import new_row
+from ledger.calibrations import calibration_digest
+from ledger.predictions import insert_queued, new_row, requeue_failed
 from understudy.workload import Workload
 
 CACHED_STATES = (Status.done.value, Status.oom.value)
@@ -55,7 +56,8 @@ def list_hosts(*, session: Session) -> list[Host]:
 
 def db_now(*, session: Session) -> datetime:
     """The database's clock: workers stamp their heartbeats with it, so a skewed machine clock cannot age them."""
-    return session.scalar(select(func.now()))  # type: ignore[return-value]
+    now: datetime = session.execute(select(func.now())).scalar_one()
+    return now
 
 
 def host_is_alive(host: Host, settings: Settings, now: datetime) -> bool:
@@ -72,7 +74,7 @@ def find_host(*, session: Session, ref: str) -> Host | None:
 
 def live_gpu_hosts(*, session: Session, settings: Settings) -> list[Host]:
     return list(session.scalars(
-        select(Host).where(Host.host_class.like("gpu:%"),
+        select(Host).where(Host.host_class.startswith(GPU_QUEUE_PREFIX),
                            Host.last_heartbeat >= func.now() - timedelta(seconds=settings.host_stale_s))
         .order_by(Host.id)
     ))
@@ -97,10 +99,13 @@ def has_live_worker(*, session: Session, redis: Redis, settings: Settings, queue
 
 @dataclass(frozen=True)
 class Placement:
-    estimator: str
-    version: str
+    identity: CacheIdentity  # what the predictions record, and their cache keys hold
     host_class: str  # the queue
-    host_key: str  # the host part of the cache key
+    gpu_fingerprint: str | None  # the GPU host that measures; None for an estimator that touches no GPU
+
+    @property
+    def estimator(self) -> str:
+        return self.identity.estimator
 
 
 def _advertised_version(host: Host, estimator: str) -> str | None:
@@ -114,7 +119,7 @@ def _advertised_version(host: Host, estimator: str) -> str | None:
 
 def _on_host(host: Host, estimator: str, settings: Settings) -> Placement:
     version = _advertised_version(host, estimator) or estimator_version(estimator, settings)
-    return Placement(estimator, version, host.host_class, host.fingerprint)
+    return Placement(cache_identity(estimator, version, host.fingerprint), host.host_class, host.fingerprint)
 
 
 def place(*, session: Session, redis: Redis, settings: Settings, request: PredictionCreate, workload: Workload,
@@ -133,7 +138,7 @@ def place(*, session: Session, redis: Redis, settings: Settings, request: Predic
     info = estimator_info(name)
     if not info.needs_gpu:
         # The same answer on every host: any worker may compute it, and the cache key names no host.
-        return Placement(name, estimator_version(name, settings), CPU_QUEUE, ANY_HOST)
+        return Placement(cache_identity(name, estimator_version(name, settings), None), CPU_QUEUE, None)
     if explicit is not None:
         if not is_gpu_queue(explicit.host_class):
             raise Conflict(f"host {explicit.id} has no GPU; estimator {name!r} times the workload on one")
@@ -152,7 +157,7 @@ def place(*, session: Session, redis: Redis, settings: Settings, request: Predic
     scored = []
     for host_class_, host in by_class.items():
         placement = _on_host(host, name, settings)
-        keys = [cache_key(workload, spec, name, placement.version, placement.host_key) for spec in specs]
+        keys = [cache_key(workload, spec, placement.identity) for spec in specs]
         held = session.scalar(select(func.count()).select_from(Prediction).where(
             Prediction.cache_key.in_(keys), Prediction.status.in_(CACHED_STATES))) or 0
         scored.append((-held, depths.get(host_class_, 0), host_class_, placement))
@@ -161,8 +166,8 @@ def place(*, session: Session, redis: Redis, settings: Settings, request: Predic
 
 def place_calibrated(*, session: Session, redis: Redis, settings: Settings, request: PredictionCreate,
                      workload: Workload, specs: list[TargetSpec],
-                     caller: Caller | None) -> tuple[Placement, list[str], list[Calibration]]:
-    """The calibrated estimator goes where its base goes; each target's version names the calibration it uses: the
+                     caller: Caller | None) -> tuple[Placement, list[CacheIdentity], list[Calibration]]:
+    """The calibrated estimator goes where its base goes; each target's identity names the calibration it uses: the
     one the request names by id for its target, else the caller's own latest for that target (never another key's)."""
     found = latest_calibrations(session=session, target_ids=[spec.id for spec in specs],
                                 owner=caller.key_id if caller is not None else None)
@@ -186,11 +191,11 @@ def place_calibrated(*, session: Session, redis: Redis, settings: Settings, requ
                        "the targets of each base in a request of its own")
     base = place(session=session, redis=redis, settings=settings, request=request.model_copy(
         update={"estimator": bases[0]}), workload=workload, specs=specs)
-    versions = [calibrated_version(base.estimator, base.version, calibration_digest(found[spec.id]))
-                for spec in specs]
-    placement = Placement(CALIBRATED_ESTIMATOR, estimator_version(CALIBRATED_ESTIMATOR, settings), base.host_class,
-                          base.host_key)
-    return placement, versions, [found[spec.id] for spec in specs]
+    identities = [cache_identity(base.identity.estimator, base.identity.version, base.gpu_fingerprint,
+                                 calibration_digest(found[spec.id])) for spec in specs]
+    placement = Placement(cache_identity(CALIBRATED_ESTIMATOR, estimator_version(CALIBRATED_ESTIMATOR, settings),
+                                         base.gpu_fingerprint), base.host_class, base.gpu_fingerprint)
+    return placement, identities, [found[spec.id] for spec in specs]
 
 
 # --- predictions ------------------------------------------------------------------------------------------------
@@ -272,18 +277,17 @@ def create_predictions(*, session: Session, redis: Redis, settings: Settings, re
     specs = resolve_targets(list(request.targets), settings)
     calibrations: list[Calibration] | None = None
     if request.estimator == CALIBRATED_ESTIMATOR:
-        placement, versions, calibrations = place_calibrated(session=session, redis=redis, settings=settings,
-                                                             request=request, workload=workload, specs=specs,
-                                                             caller=caller)
+        placement, identities, calibrations = place_calibrated(session=session, redis=redis, settings=settings,
+                                                               request=request, workload=workload, specs=specs,
+                                                               caller=caller)
     else:
         if request.calibration is not None:
             raise FieldError("calibration", "a calibration applies only with estimator 'calibrated'")
         placement = place(session=session, redis=redis, settings=settings, request=request, workload=workload,
                           specs=specs)
-        versions = [placement.version] * len(specs)
-    keys = [cache_key(workload, spec, placement.estimator, version, placement.host_key)
-            for spec, version in zip(specs, versions, strict=True)]
-    version_of = dict(zip(keys, versions, strict=True))
+        identities = [placement.identity] * len(specs)
+    keys = [cache_key(workload, spec, identity) for spec, identity in zip(specs, identities, strict=True)]
+    identity_of = dict(zip(keys, identities, strict=True))
     calibration_of = dict(zip(keys, calibrations, strict=True)) if calibrations is not None else {}
     request_id = uuid.uuid4().hex
 
@@ -303,40 +307,25 @@ def create_predictions(*, session: Session, redis: Redis, settings: Settings, re
     if to_run:
         check_queue(session=session, redis=redis, settings=settings, queue=placement.host_class)
         charge(redis=redis, settings=settings, owner=owner, queue=placement.host_class,
-                          cost_s=estimate_seconds(workload, placement.estimator, len(to_run)))
+               cost_s=estimate_seconds(workload, placement.estimator, len(to_run)))
 
     now = utcnow()
     job_id = new_job_id()
-    values = []
-    for key in sorted(unique):  # one lock order for every request: no deadlock between overlapping requests
-        if key in before:
-            continue
-        row = new_row(cache_key=key, workload=workload, target=unique[key], estimator=placement.estimator,
-                      version=version_of[key], host_class=placement.host_class, request_id=request_id)
-        if key in calibration_of:
+    fresh = [new_row(cache_key=key, workload=workload, target=unique[key], estimator=identity_of[key].estimator,
+                     version=identity_of[key].version, host_class=placement.host_class, request_id=request_id)
+             for key in sorted(unique) if key not in before]  # one lock order for every request: no deadlock
+    for row in fresh:
+        if row.cache_key in calibration_of:
             # The job uses exactly this calibration (the worker never picks one by itself).
-            row.details = {"calibration_id": calibration_of[key].id}
-        values.append({column.key: getattr(row, column.key) for column in Prediction.__table__.columns}
-                      | {"id": new_id(), "job_id": job_id, "attempts": 0, "created_at": now, "queued_at": now})
-    ours: list[str] = []
-    if values:
-        ours += session.scalars(
-            insert(Prediction).values(values).on_conflict_do_nothing(index_elements=["cache_key"])
-            .returning(Prediction.id)
-        ).all()
+            row.details = {"calibration_id": calibration_of[row.cache_key].id}
+    ours = insert_queued(session, fresh, job_id=job_id, now=now)
     # A failed result is not cached: asking again runs it again (once, however many ask at the same moment).
     retry = sorted(key for key in unique if key in before and before[key].status == Status.failed.value)
-    if retry:
-        ours += session.scalars(
-            update(Prediction)
-            .where(Prediction.cache_key.in_(retry), Prediction.status == Status.failed.value)
-            .values(_reset(job_id, request_id, now))
-            .returning(Prediction.id)
-        ).all()
-        for key in retry:
-            if key in calibration_of:
-                session.execute(update(Prediction).where(Prediction.cache_key == key, Prediction.job_id == job_id)
-                                .values(details={"calibration_id": calibration_of[key].id}))
+    ours += requeue_failed(session, retry, job_id=job_id, request_id=request_id, now=now)
+    for key in retry:
+        if key in calibration_of:
+            session.execute(update(Prediction).where(Prediction.cache_key == key, Prediction.job_id == job_id)
+                            .values(details={"calibration_id": calibration_of[key].id}))
     session.commit()
 
     rows = {row.cache_key: row for row in session.scalars(
@@ -352,13 +341,6 @@ def create_predictions(*, session: Session, redis: Redis, settings: Settings, re
         job_started(redis, queue=placement.host_class, owner=owner)  # another request queued them: nothing waits
     record_owner(session=session, caller=caller, rows=list(rows.values()), request_id=request_id)
     return Created(request_id, [rows[key] for key in keys], cached, queued_job)
-
-
-def _reset(job_id: str, request_id: str, now: datetime) -> dict[str, Any]:
-    cleared = ("latency_ms", "median_ms", "spread_ms", "samples_per_s", "host_setting", "timing_mode", "error",
-               "details", "worker_id", "started_at", "finished_at", "host_fingerprint", "host_name")
-    return {"status": Status.queued.value, "job_id": job_id, "request_id": request_id, "attempts": 0,
-            "queued_at": now, **{name: None for name in cleared}}
 
 
 def owned_by(owner: str) -> Any:
@@ -461,6 +443,7 @@ def create_population(*, session: Session, redis: Redis, settings: Settings, req
     merged: dict[str, tuple[str | InlineTarget, TargetSpec, float]] = {}
     for device in request.devices:
         spec = resolve_target(device.target)
+        # The schema requires exactly one of count and weight, so this is never float(None).
         amount = float(device.count if device.count is not None else device.weight)  # type: ignore[arg-type]
         item, _, before = merged.get(spec.id, (device.target, spec, 0.0))
         merged[spec.id] = (item, spec, before + amount)
@@ -586,10 +569,3 @@ def latest_calibrations(*, session: Session, target_ids: list[str], owner: str |
                                .order_by(Calibration.created_at.desc(), Calibration.id)):
         latest.setdefault(row.target_id, row)
     return latest
-
-
-def calibration_digest(row: Calibration) -> str:
-    digest = (row.parameters or {}).get("digest")
-    if digest:
-        return str(digest)
-    return CalibrationSet.model_validate({"points": row.points["points"]}).digest()

@@ -137,7 +137,7 @@ MAX_REASON_CHARS = 500
 
 
 async def on_validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-    errors = []
+    errors: list[dict[str, str]] = []
     seen = set()
     all_errors = exc.errors()
     for error in all_errors:
@@ -223,7 +223,8 @@ async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
 
 
 def install(app: FastAPI) -> None:
-    """Register every handler on the app."""
+    """Register every handler on the app. Starlette types a handler as taking any Exception, so the handlers that
+    take the one class they are registered for need the arg-type ignores below."""
     app.add_exception_handler(RequestValidationError, on_validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(ApiError, on_api_error)  # type: ignore[arg-type]
     for domain in (InvalidWorkload, UnknownTarget, UnknownEstimator):

@@ -49,13 +49,13 @@ def settings_of(scope: Scope) -> Settings:
     """The settings the routes see: the app's dependency override of get_settings when a test set one."""
     app = scope.get("app")
     overrides = getattr(app, "dependency_overrides", None) or {}
-    return overrides.get(get_settings, get_settings)()  # type: ignore[no-any-return]
+    return overrides.get(get_settings, get_settings)()
 
 
 def header(scope: Scope, name: bytes) -> bytes | None:
     for key, value in scope.get("headers") or ():
         if key == name:
-            return value  # type: ignore[no-any-return]
+            return value
     return None
 
 

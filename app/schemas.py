@@ -58,7 +58,7 @@ MAX_TARGETS_IN_SCHEMA = 256
 # Calibration points: each is predicted by the base estimator when the calibration is first fitted, in one job.
 MAX_CALIBRATION_POINTS = 50
 
-WORKLOAD_EXAMPLE = {"model": "resnet50", "mode": "train", "batch_size": 64, "resolution": 224,
+WORKLOAD_EXAMPLE: dict[str, Any] = {"model": "resnet50", "mode": "train", "batch_size": 64, "resolution": 224,
                     "precision": "amp-fp16", "optimizer": "sgd"}
 
 
@@ -272,7 +272,7 @@ def prediction_public(row: Prediction, cached: bool = False) -> PredictionPublic
         latency=latency,
         samples_per_s=row.samples_per_s,
         host_setting=setting,
-        timing_mode=row.timing_mode,  # type: ignore[arg-type]
+        timing_mode=row.timing_mode,
         host=PredictionHost(host_class=row.host_class, fingerprint=row.host_fingerprint, gpu_name=row.host_name,
                             worker=worker),
         error=row.error,
@@ -419,7 +419,7 @@ def population_public(population: Population, rows: dict[str, Prediction]) -> Po
             f"{d.target_id}: {d.status.value}{f' ({d.error})' if d.error else ''}" for d in devices)
     summary = PopulationSummary.model_validate(population.summary) if population.summary else None
     return PopulationPublic(
-        id=population.id, status=population.status,  # type: ignore[arg-type]
+        id=population.id, status=population.status,
         workload=population.workload, workload_digest=population.workload_digest, model=population.model,
         estimator=population.estimator, weighting=population.weighting, k=list(population.ks),
         slowest=population.slowest, devices=devices, summary=summary, error=error,

@@ -12,7 +12,7 @@ from understudy.catalog import TargetSpec
 from understudy.keys import cache_key
 from understudy.results import PredictionResult, Status
 from ledger.db import session_scope
-from ledger.predictions import apply_result, get_by_key, new_row, to_result
+from ledger.predictions import get_by_key, save_result, to_result
 from understudy.workload import Workload
 from engine.engine import Engine, Progress
 
@@ -25,8 +25,7 @@ def predict_cached(engine: Engine, db: DbEngine, workload: Workload, targets: li
     id) are for the calibrated estimator; its cache keys name each target's calibration."""
     name = engine.estimator(estimator_name).name
     identities = [engine.identity(name, t, calibrations) for t in targets]
-    keys = [cache_key(workload, t, name, version, host_key) for t, (_, version, host_key)
-            in zip(targets, identities, strict=True)]
+    keys = [cache_key(workload, t, identity) for t, identity in zip(targets, identities, strict=True)]
     extra: dict[str, Any] = {"calibrations": calibrations} if calibrations is not None else {}
     found: dict[str, PredictionResult] = {}
     with session_scope(db) as session:
@@ -38,10 +37,8 @@ def predict_cached(engine: Engine, db: DbEngine, workload: Workload, targets: li
     fresh = dict(zip([k for k in keys if k not in found],
                      engine.predict(workload, missing, name, progress, **extra) if missing else [], strict=True))
     with session_scope(db) as session:
-        for target, key, (_, version, host_key) in zip(targets, keys, identities, strict=True):
+        for target, key, identity in zip(targets, keys, identities, strict=True):
             if key in fresh:
-                row = get_by_key(session, key) or new_row(cache_key=key, workload=workload, target=target,
-                                                          estimator=name, version=version, host_class=host_key)
-                apply_result(row, fresh[key])
-                session.add(row)
+                save_result(session, cache_key=key, workload=workload, target=target, identity=identity,
+                            result=fresh[key])
     return [(found[k], True) if k in found else (fresh[k], False) for k in keys]

@@ -58,8 +58,8 @@ def predict(
     if sm_mechanism:
         settings = settings.model_copy(update={"sm_mechanism": sm_mechanism})
     try:
-        workload = Workload(model=model, mode=mode, batch_size=batch_size, resolution=resolution,  # type: ignore[arg-type]
-                            precision=precision, optimizer=optimizer, memory_format=memory_format)  # type: ignore[arg-type]
+        workload = Workload(model=model, mode=mode, batch_size=batch_size, resolution=resolution,
+                            precision=precision, optimizer=optimizer, memory_format=memory_format)
         specs = [resolve_target(name.strip()) for name in targets.split(",") if name.strip()]
         calibrations = None
         if calibration is not None:
@@ -95,7 +95,8 @@ def predict(
     for spec, (result, cached) in zip(specs, rows, strict=True):
         latency = f"{result.latency_ms:.2f}" if result.latency_ms else (result.error or result.status.value)
         rate = f"{result.samples_per_s:.0f}" if result.samples_per_s else "-"
-        table.add_row(spec.name, latency, rate, result.host_setting.describe() if result.host_setting else "no GPU (counted)", "yes" if result.status == "oom" else "",
+        setting = result.host_setting.describe() if result.host_setting else "no GPU (counted)"
+        table.add_row(spec.name, latency, rate, setting, "yes" if result.status == "oom" else "",
                       f"{result.estimator}@{result.estimator_version}", "yes" if cached else "")
     Console().print(table)
 

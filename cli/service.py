@@ -198,7 +198,8 @@ def _device_items(devices: list[str], devices_file: Optional[Path]) -> list[dict
         try:
             value = float(amount)
         except ValueError:
-            raise typer.BadParameter(f"{device!r}: write TARGET=COUNT or TARGET=WEIGHT", param_hint="--device") from None
+            raise typer.BadParameter(f"{device!r}: write TARGET=COUNT or TARGET=WEIGHT",
+                                     param_hint="--device") from None
         pairs.append((target.strip(), value))
     as_counts = all(value.is_integer() for _, value in pairs)
     items.extend({"target": target, "count": int(value)} if as_counts else {"target": target, "weight": value}
@@ -209,6 +210,7 @@ def _device_items(devices: list[str], devices_file: Optional[Path]) -> list[dict
 
 
 def population(
+    # typer reads list defaults and never mutates them; it has no default_factory (hence the B006 noqa below).
     model: Annotated[str, typer.Argument(help="a timm model name")],
     device: Annotated[list[str], typer.Option("--device", "-d", help="TARGET=COUNT or TARGET=WEIGHT (repeatable); "
                                                                      "whole numbers are counts")] = [],  # noqa: B006

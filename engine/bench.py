@@ -60,7 +60,7 @@ class Bench:
         return lambda: float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
 
     def _measure(self, setting: HostSetting) -> Measurement:
-        timing_args = {"windows": self.settings.timed_windows, "window_ms": self.settings.window_ms,
+        timing_args: dict[str, Any] = {"windows": self.settings.timed_windows, "window_ms": self.settings.window_ms,
                        "profile": setting.profile}
         try:
             with ExitStack() as stack:

@@ -89,7 +89,7 @@ class WorkloadCounts:
     def from_json(cls, data: dict[str, Any]) -> WorkloadCounts:
         return cls(
             kinds={k: KindTotals(**v) for k, v in data["kinds"].items()},
-            ops=[tuple(op) for op in data["ops"]],  # type: ignore[misc]
+            ops=[tuple(op) for op in data["ops"]],
             param_bytes=data["param_bytes"],
             param_count=int(data.get("param_count", 0)),
             buffer_bytes=float(data.get("buffer_bytes", 0.0)),
@@ -166,7 +166,7 @@ class _CountingMode(TorchDispatchMode):
         self.ops: list[tuple[str, float, float]] = []
         self.memory = _LiveBytes()
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]  # torch's protocol
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if func.is_view or func in _FREE or func._overloadpacket in (aten.detach, aten.alias):
@@ -204,7 +204,7 @@ class _FusedAttention(TorchFunctionMode):
     is its additive bias, as on a GPU. Calls it cannot stand for (grouped-query heads, not 4-D) keep the math path.
     """
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]  # torch's protocol
         kwargs = kwargs or {}
         if func is F.scaled_dot_product_attention:
             fused = _fused_attention(*args, **kwargs)

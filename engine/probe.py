@@ -85,8 +85,3 @@ def _sm_count(gpu_index: int) -> int | None:
     if not torch.cuda.is_available():
         return None
     return int(torch.cuda.get_device_properties(gpu_index).multi_processor_count)
-
-
-def host_class(info: HostInfo) -> str:
-    """The queue a host serves: 'cpu', or 'gpu:<fingerprint>' so jobs reach the host their cache key names."""
-    return f"gpu:{info.fingerprint}" if info.has_gpu else "cpu"

@@ -43,7 +43,7 @@ def green_context(num_sms: int, device_index: int = 0) -> Iterator[Any]:
             ctx = GreenContext.create(num_sms=num_sms, device_id=device_index)
         else:
             ctx = GreenContext(num_sms=num_sms, device_id=device_index)
-    except Exception as exc:  # noqa: BLE001 - driver or bindings refused: say so plainly
+    except Exception as exc:
         raise RestrictionError(f"could not create a green context of {num_sms} SMs: {exc}") from exc
     pushed = False
     try:
@@ -88,7 +88,7 @@ def clock_lock(nvml: Any, handle: Any, clock_mhz: float) -> Iterator[float]:
     """Lock the core clock at `clock_mhz` (a supported clock); always reset afterwards."""
     try:
         nvml.nvmlDeviceSetGpuLockedClocks(handle, int(clock_mhz), int(clock_mhz))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         reset_clocks(nvml, handle)
         raise RestrictionError(f"could not lock the core clock at {clock_mhz:.0f} MHz: {exc}") from exc
     try:

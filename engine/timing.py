@@ -102,7 +102,7 @@ class StepTimer:
                     try:
                         graph = _capture(self.step.run, stream)
                         run, mode = graph.replay, "graph"
-                    except Exception as exc:  # noqa: BLE001 - capture fails for some models; eager timing holds
+                    except Exception as exc:
                         if _out_of_memory(exc):
                             raise
                         first_line = (str(exc).splitlines() or [type(exc).__name__])[0]
@@ -124,7 +124,7 @@ class StepTimer:
             median_ms=statistics.median(per_step),
             spread_ms=max(per_step) - min(per_step),
             windows=len(per_step),
-            timing_mode=mode,  # type: ignore[arg-type]
+            timing_mode=mode,
             observed_clock_mhz=clock,
             peak_memory_gb=peak_gb,
             kernel_ms=kernel_ms,

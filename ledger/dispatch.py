@@ -1,8 +1,8 @@
 """From ledger rows to rq jobs, and back again when Redis loses them. Shared by the API and the worker; no torch.
 
 The ledger (Postgres) is the truth; a job only carries row ids. Every state change of a row is a conditional UPDATE
-on the state last seen, so two reconcilers, or a reconciler and a request, never both queue the same row, and a job
-only runs rows that still name it (worker.tasks claims `status = queued AND job_id = <its id>`).
+on the state last seen (ledger.predictions), so two reconcilers, or a reconciler and a request, never both queue the
+same row, and a job only runs rows that still name it (worker.tasks claims `status = queued AND job_id = <its id>`).
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from redis import Redis
 from rq import Queue
 from rq.job import Job, JobStatus
 from rq.rate_limit import RateLimit
-from sqlalchemy import Engine, select, text, update
+from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 
+from ledger import predictions
 from ledger.jobs import SERIALIZER, AllowListedJob
 from ledger.queues import KEY_PREFIX, RUN_PREDICTIONS, alive_key
 from understudy.results import Status
@@ -170,28 +171,12 @@ def _reconcile(db: Engine, redis: Redis, settings: Settings, grace: float) -> Re
         for (queue, *_), members in groups.items():
             give_up = [r for r in members if r.attempts >= settings.max_attempts]
             for row in give_up:
-                done = session.execute(
-                    update(Prediction)
-                    .where(Prediction.id == row.id, Prediction.status == row.status,
-                           Prediction.job_id.is_not_distinct_from(row.job_id))
-                    .values(status=Status.failed.value, finished_at=now,
-                            error=f"gave up after {row.attempts} attempts: the worker running it died each time")
-                )
-                if done.rowcount:  # type: ignore[attr-defined]
+                reason = f"gave up after {row.attempts} attempts: the worker running it died each time"
+                if predictions.give_up(session, row, now=now, reason=reason):
                     report.given_up.append(row.id)
             job_id = new_job_id()
-            claimed = []
-            for row in members:
-                if row in give_up:
-                    continue
-                done = session.execute(
-                    update(Prediction)
-                    .where(Prediction.id == row.id, Prediction.status == row.status,
-                           Prediction.job_id.is_not_distinct_from(row.job_id))
-                    .values(status=Status.queued.value, job_id=job_id, worker_id=None, started_at=None, queued_at=now)
-                )
-                if done.rowcount:  # type: ignore[attr-defined]
-                    claimed.append(row.id)
+            claimed = [row.id for row in members
+                       if row not in give_up and predictions.requeue_lost(session, row, job_id=job_id, now=now)]
             session.commit()
             if claimed:
                 # If this fails the rows stay queued under a job Redis never saw: the next run re-queues them.

@@ -6,8 +6,8 @@ the ledger. Nothing here imports torch.
 
 from __future__ import annotations
 
-# rq queues, one per host class (engine.probe.host_class): "cpu" serves estimators that never touch a
-# GPU; "gpu:<fingerprint>" serves the GPU estimators whose cache keys name that host fingerprint.
+# rq queues, one per host class (host_queue): "cpu" serves estimators that never touch a GPU; "gpu:<fingerprint>"
+# serves the GPU estimators whose cache keys name that host fingerprint.
 CPU_QUEUE = "cpu"
 GPU_QUEUE_PREFIX = "gpu:"
 
@@ -24,6 +24,12 @@ ENV_WORKER_PID = "UNDERSTUDY_WORKER_PID"
 
 def gpu_queue(fingerprint: str) -> str:
     return f"{GPU_QUEUE_PREFIX}{fingerprint}"
+
+
+def host_queue(has_gpu: bool, fingerprint: str) -> str:
+    """The queue a host serves (its host class): CPU_QUEUE, or its GPU's queue so jobs reach the host their cache key
+    names."""
+    return gpu_queue(fingerprint) if has_gpu else CPU_QUEUE
 
 
 def is_gpu_queue(name: str) -> bool:

@@ -89,7 +89,10 @@ def sustained_clocks(rows: list[dict[str, str]]) -> dict[str, float]:
 
 
 def main(paths: list[str]) -> None:
-    rows = [row for path in paths for row in csv.DictReader(open(path, newline=""))]
+    rows: list[dict[str, str]] = []
+    for path in paths:
+        with open(path, newline="") as file:
+            rows.extend(csv.DictReader(file))
     extra = ["id", "fp16_tensor_tflops", "bf16_tensor_tflops", "tf32_tensor_tflops", "tensor_source",
              "sustained_clock_mhz"]
     clocks = sustained_clocks(rows)

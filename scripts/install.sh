@@ -6,4 +6,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check "torch==2.14.1" "torchvision==0.29.1"
-.venv/bin/pip install -q --disable-pip-version-check -e ".[test]"
+.venv/bin/pip install -q --disable-pip-version-check -e ".[test,lint]"

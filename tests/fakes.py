@@ -423,9 +423,9 @@ class FakeCuda:
         previous, self.current, self.capturing = self.current, stream, stream
         try:
             yield
-        except BaseException:
-            # Raised while the step's error unwinds, so it carries that error as its context, as torch's does.
-            raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+        except BaseException as exc:
+            # Raised while the step's error unwinds, so it carries that error as its cause, as torch's does.
+            raise RuntimeError("CUDA error: operation failed due to a previous error during capture") from exc
         finally:
             self.current, self.capturing = previous, None
         self.events.append(("capture", stream))

@@ -3,7 +3,8 @@
 `live_service(tag)` brings up, for one test package: a schema of its own in the real test Postgres (migrated with
 Alembic), a Redis database of its own, an API key, and the API itself (uvicorn in a subprocess on a free port).
 `LiveService.start_worker()` adds a worker process (rq's SimpleWorker on the "cpu" queue, in a subprocess) that runs
-the analytic estimator; pause_workers() freezes it (SIGSTOP) so that a test can watch jobs wait in the queue. Everything is torn down at the end: processes stopped, schema dropped, Redis flushed.
+the analytic estimator; pause_workers() freezes it (SIGSTOP) so that a test can watch jobs wait in the queue.
+Everything is torn down at the end: processes stopped, schema dropped, Redis flushed.
 
 TEST_DATABASE_URL names the database (default postgresql+psycopg://root@127.0.0.1:5432/test); TEST_LIVE_REDIS_URL
 the Redis database (default redis://127.0.0.1:6379/13, apart from the service tests' 15).
@@ -35,7 +36,8 @@ from sqlalchemy.orm import Session
 REPO = Path(__file__).resolve().parents[1]
 TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL", "postgresql+psycopg://root@127.0.0.1:5432/test")
 LIVE_REDIS_URL = os.environ.get("TEST_LIVE_REDIS_URL", "redis://127.0.0.1:6379/13")
-TABLES = ("populations", "calibrations", "prediction_owners", "predictions", "hosts")  # api_keys stay: the service's key lives there
+# api_keys stay: the service's key lives there
+TABLES = ("populations", "calibrations", "prediction_owners", "predictions", "hosts")
 
 WORKER_CODE = """
 import os
@@ -84,15 +86,15 @@ def migrate(url: str) -> None:
 
 
 @contextmanager
-def migrated_schema(schema: str) -> Iterator[str]:
+def migrated_schema(schema: str, database_url: str = TEST_DATABASE_URL) -> Iterator[str]:
     """A schema of our own in the test database, brought up by the migrations and dropped on exit; yields a URL
     whose connections use it. The admin connection is checked before use: fault tests restart PostgreSQL."""
-    ensure_database(TEST_DATABASE_URL)
-    admin = create_engine(TEST_DATABASE_URL, pool_pre_ping=True)
+    ensure_database(database_url)
+    admin = create_engine(database_url, pool_pre_ping=True)
     with admin.begin() as connection:
         connection.execute(text(f'CREATE SCHEMA "{schema}"'))
     try:
-        url = schema_url(TEST_DATABASE_URL, schema)
+        url = schema_url(database_url, schema)
         migrate(url)
         yield url
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import difflib
 import re
+from collections.abc import Iterator
 from functools import lru_cache
 from importlib import resources
 from typing import Literal
@@ -106,7 +107,7 @@ class Catalog:
         # Normal forms computed once: a request may name many targets, each looked up on the API's event loop.
         self._forms = {t.id: (_normalise(t.id), _normalise(t.name), _base(t.name)) for t in targets}
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[TargetSpec]:
         return iter(self._targets.values())
 
     def __len__(self) -> int:

@@ -1,7 +1,7 @@
 """What the API needs to know about the estimators, without importing them (they import torch).
 
 The API validates estimator names, picks a queue and computes cache keys from this table; a worker advertises the
-versions it actually runs in its heartbeat, and the API prefers those. tests/service/test_estimator_info.py keeps this
+versions it actually runs in its heartbeat, and the API prefers those. tests/service/test_boundaries.py keeps this
 table equal to engine.estimators.ESTIMATORS.
 """
 
@@ -33,7 +33,8 @@ ESTIMATORS: dict[str, EstimatorInfo] = {
         EstimatorInfo("spec", "1", True, "the target's SM count and boost clock applied to the host GPU, timed"),
         EstimatorInfo("flops", "1", True, "the host's measured time scaled by the ratio of peak throughputs"),
         EstimatorInfo("analytic", "5", False, "a roofline over the traced operators; needs no GPU"),
-        EstimatorInfo("hostaware", "6", True, "the host's measured time split by kernel class, rescaled per class (memory traffic net of what L2 serves) and blended with the roofline"),
+        EstimatorInfo("hostaware", "6", True, "the host's measured time split by kernel class, rescaled per class "
+                      "(memory traffic net of what L2 serves) and blended with the roofline"),
         # Runs where its base runs (the API places it as its base; the engine checks the base), so no GPU of its own.
         EstimatorInfo("calibrated", "2", False, "a base estimator scaled by a correction fitted to a few measured "
                       "latencies of the target (POST /v1/targets/{id}/calibrations)"),

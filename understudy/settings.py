@@ -40,7 +40,7 @@ class Settings(BaseSettings):
     window_ms: float = Field(default=50.0, gt=0, alias="UNDERSTUDY_WINDOW_MS")
     max_body_bytes: int = Field(default=64 * 1024, alias="UNDERSTUDY_MAX_BODY_BYTES")
 
-    # The service (issue 3). The API listens here when started by `understudy serve`.
+    # The service. The API listens here when started by `understudy serve`.
     api_host: str = Field(default="127.0.0.1", alias="UNDERSTUDY_API_HOST")
     api_port: int = Field(default=8000, ge=1, le=65535, alias="UNDERSTUDY_API_PORT")
     max_targets: int = Field(default=64, ge=1, le=1000, alias="UNDERSTUDY_MAX_TARGETS")

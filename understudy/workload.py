@@ -125,10 +125,10 @@ def workload_from_row(row: dict[str, str]) -> Workload:
     """A workload from one ground-truth row (../shared/groundtruth format)."""
     return Workload(
         model=row["model"],
-        mode=row["mode"],  # type: ignore[arg-type]
+        mode=row["mode"],
         batch_size=int(row["batch_size"]),
-        resolution=int(row["resolution"]),  # type: ignore[arg-type]
-        precision=row["precision"],  # type: ignore[arg-type]
-        memory_format=row.get("memory_format") or "nchw",  # type: ignore[arg-type]
-        optimizer=row.get("optimizer") or "none",  # type: ignore[arg-type]
+        resolution=int(row["resolution"]),
+        precision=row["precision"],
+        memory_format=row.get("memory_format") or "nchw",
+        optimizer=row.get("optimizer") or "none",
     )

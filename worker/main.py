@@ -33,12 +33,11 @@ from sqlalchemy.orm import Session
 
 from ledger.dispatch import WORKER_TOKEN_PREFIX, reconcile
 from ledger.jobs import SERIALIZER, AllowListedJob
-from ledger.queues import CPU_QUEUE, ENV_WORKER_PID, ENV_WORKER_TOKEN, alive_key, gpu_lock_key, host_id
+from ledger.queues import CPU_QUEUE, ENV_WORKER_PID, ENV_WORKER_TOKEN, alive_key, gpu_lock_key, host_id, host_queue
 from understudy.results import HostInfo
 from understudy.settings import Settings
 from ledger.db import get_engine
 from ledger.models import Host
-from engine.probe import host_class
 from engine.restrict import ENV_MPS_DIR, quit_mps_daemons, reset_clocks
 
 log = logging.getLogger("understudy.worker")
@@ -155,9 +154,9 @@ class UnderstudyWorker(SpawnWorker):
     def fork_work_horse(self, job: Any, queue: Any) -> None:
         real_spawn = os.posix_spawn
 
-        def spawn(path: str, argv: list[str], env: Any, **kwargs: Any) -> int:
-            source = argv[-1]
-            return real_spawn(path, [path, "-c", HORSE_BOOT], {**env, ENV_HORSE_SOURCE: source}, **kwargs)
+        def spawn(path: Any, argv: Any, env: Any, /, **kwargs: Any) -> int:
+            source = str(argv[-1])
+            return real_spawn(path, [str(path), "-c", HORSE_BOOT], {**env, ENV_HORSE_SOURCE: source}, **kwargs)
 
         # rq builds the code and calls os.posix_spawn itself; the worker's main thread is the only one spawning.
         os.posix_spawn = spawn
@@ -186,7 +185,8 @@ class UnderstudyWorker(SpawnWorker):
 def register_host(db: DbEngine, slot: str, host: HostInfo, info: dict[str, Any]) -> None:
     """Upsert this worker's row in the hosts table (the API picks GPU hosts from it). The heartbeat is the
     database's clock, so that machines with skewed clocks still compare fairly."""
-    values = {"id": slot, "host_class": host_class(host), "gpu_name": host.gpu_name, "fingerprint": host.fingerprint,
+    values = {"id": slot, "host_class": host_queue(host.has_gpu, host.fingerprint), "gpu_name": host.gpu_name,
+              "fingerprint": host.fingerprint,
               "info": info, "last_heartbeat": func.now()}
     statement = insert(Host).values(**values)
     statement = statement.on_conflict_do_update(index_elements=[Host.id], set_={
@@ -276,12 +276,13 @@ def release_leftovers(settings: Settings, gpu_index: int, has_gpu: bool) -> list
 
 
 def run_worker(settings: Settings, gpu_index: int, *, burst: bool = False, wait_s: float | None = None) -> int:
-    """Serve jobs for GPU `gpu_index` until stopped (or, with burst, until the queues are empty). Returns an exit code."""
+    """Serve jobs for GPU `gpu_index` until stopped (or, with burst, until the queues are empty). Returns an exit
+    code."""
     redis = Redis.from_url(settings.redis_url)
     db = get_engine(settings.database_url)
     probed = probe(gpu_index)
     host = probed.host
-    hclass = host_class(host)
+    hclass = host_queue(host.has_gpu, host.fingerprint)
     queues = [hclass, CPU_QUEUE] if hclass != CPU_QUEUE else [CPU_QUEUE]
     if not host.has_gpu:
         log.warning("%s: serving only estimators that need no GPU (queue %r)", host.note or "no GPU", CPU_QUEUE)
@@ -329,12 +330,12 @@ def healthcheck(settings: Settings, gpu_index: int) -> tuple[bool, str]:
         row = session.get(Host, slot)
         if row is None:
             return False, f"no worker registered as {slot}"
-        age = (session.scalar(select(func.now())) - row.last_heartbeat).total_seconds()
+        age = (session.execute(select(func.now())).scalar_one() - row.last_heartbeat).total_seconds()
         info = dict(row.info or {})
     if age > settings.lock_ttl_s:
         return False, f"{slot}: last heartbeat {age:.0f} s ago"
     redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=2)
     holder = redis.get(info.get("lock") or gpu_lock_key(slot))
-    if holder is None or holder.decode() != info.get("worker"):
+    if holder is None or (holder.decode() if isinstance(holder, bytes) else holder) != info.get("worker"):
         return False, f"{slot}: the worker does not hold its GPU lock"
     return True, f"{slot}: ok (heartbeat {age:.0f} s ago)"

@@ -18,21 +18,21 @@ from pydantic import ValidationError
 from rq import get_current_job
 from rq.timeouts import JobTimeoutException
 from sqlalchemy import Engine as DbEngine
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from understudy.calibration import CalibrationSet
 from understudy.catalog import TargetSpec
 from ledger.admission import job_started
 from understudy.errors import UnderstudyError
-from understudy.estimator_info import CALIBRATED_ESTIMATOR, calibrated_version
+from understudy.estimator_info import CALIBRATED_ESTIMATOR
 from ledger.queues import ENV_WORKER_PID, ENV_WORKER_TOKEN
 from understudy.results import PredictionResult, Status
 from understudy.settings import Settings, get_settings
 from ledger.db import get_engine
-from ledger.models import Calibration, Prediction, utcnow
-from ledger.predictions import apply_result
+from ledger.models import Calibration, Prediction
+from ledger import predictions
+from ledger.calibrations import calibration_set
 from understudy.workload import Workload
 from engine.lifetime import die_with_parent
 
@@ -100,17 +100,8 @@ def run_predictions(prediction_ids: Sequence[str]) -> dict[str, Any]:
 
 def claim(db: DbEngine, ids: list[str], *, job_id: str | None, worker_id: str | None) -> list[Prediction]:
     """Mark running the rows that are still queued under this job, in the order given; the rest are not ours."""
-    conditions = [Prediction.id.in_(ids), Prediction.status == Status.queued.value]
-    if job_id is not None:
-        conditions.append(Prediction.job_id == job_id)
     with Session(db, expire_on_commit=False) as session:
-        got = session.scalars(
-            update(Prediction)
-            .where(*conditions)
-            .values(status=Status.running.value, worker_id=worker_id, started_at=utcnow(),
-                    attempts=Prediction.attempts + 1)
-            .returning(Prediction.id)
-        ).all()
+        got = predictions.claim(session, ids, job_id=job_id, worker_id=worker_id)
         session.commit()
         rows = {row.id: row for row in session.scalars(select(Prediction).where(Prediction.id.in_(got)))}
     return [rows[i] for i in ids if i in rows]
@@ -139,15 +130,12 @@ def predict_rows(rows: list[Prediction], settings: Settings) -> list[PredictionR
     return results
 
 
-def calibration_set(row: Calibration) -> CalibrationSet:
-    return CalibrationSet.model_validate({"points": row.points["points"], "base_estimator": row.base_estimator})
-
-
 def load_calibrations(db: DbEngine, rows: list[Prediction], engine: Any) -> dict[str, Calibration]:
     """Each row's calibration: the one the API chose for it (details.calibration_id), else the one whose points its
     version (and so its cache key) was made from. Never merely the latest: that may be another key's."""
     named = {row.target_id: str((row.details or {}).get("calibration_id") or "") for row in rows}
     wanted = {row.target_id: row.estimator_version for row in rows}
+    targets = {row.target_id: TargetSpec.model_validate(row.target) for row in rows}
     with Session(db, expire_on_commit=False) as session:
         found = session.scalars(select(Calibration).where(Calibration.target_id.in_(wanted))
                                 .order_by(Calibration.created_at.desc(), Calibration.id)).all()
@@ -159,11 +147,11 @@ def load_calibrations(db: DbEngine, rows: list[Prediction], engine: Any) -> dict
                 chosen[target_id] = calibration
             continue
         try:
-            base = engine.estimator(calibration.base_estimator)
+            identity = engine.identity(CALIBRATED_ESTIMATOR, targets[target_id],
+                                       {target_id: calibration_set(calibration)})
         except UnderstudyError:
             continue
-        digest = str((calibration.parameters or {}).get("digest") or calibration_set(calibration).digest())
-        if target_id not in chosen and calibrated_version(base.name, base.version, digest) == wanted[target_id]:
+        if target_id not in chosen and identity.version == wanted[target_id]:
             chosen[target_id] = calibration
     return chosen
 
@@ -199,21 +187,16 @@ def finish(db: DbEngine, rows: list[Prediction], results: list[PredictionResult]
     statuses: dict[str, int] = {}
     with Session(db) as session:
         for row, result in zip(rows, results, strict=True):
-            current = session.get(Prediction, row.id, with_for_update=True)
-            if current is None or Status(current.status).final:
-                continue
             bad = non_finite(result)
             if bad:
                 # The JSON columns refuse NaN and infinity, and a number that is not finite predicts nothing.
-                current.status, current.finished_at = Status.failed.value, utcnow()
-                current.error = (f"the estimator's {bad} is not a finite number for this target (are the target's "
-                                 "specifications plausible?)")
-                statuses[Status.failed.value] = statuses.get(Status.failed.value, 0) + 1
+                reason = (f"the estimator's {bad} is not a finite number for this target (are the target's "
+                          "specifications plausible?)")
+                if predictions.fail_held(session, [row.id], reason, row.worker_id):
+                    statuses[Status.failed.value] = statuses.get(Status.failed.value, 0) + 1
                 continue
-            apply_result(current, result)
-            if result.estimator_version != current.estimator_version:
-                current.details = {**(current.details or {}), "ran_estimator_version": result.estimator_version}
-            statuses[result.status.value] = statuses.get(result.status.value, 0) + 1
+            if predictions.finish(session, row.id, result):
+                statuses[result.status.value] = statuses.get(result.status.value, 0) + 1
         session.commit()
     return statuses
 
@@ -241,27 +224,17 @@ def non_finite(result: PredictionResult) -> str | None:
 def fail(db: DbEngine, ids: list[str], reason: str, worker_id: str | None = None) -> int:
     """Record a failure with its reason on rows this worker still holds."""
     with Session(db) as session:
-        done = session.execute(
-            update(Prediction)
-            .where(Prediction.id.in_(ids), Prediction.status == Status.running.value,
-                   Prediction.worker_id.is_not_distinct_from(worker_id))
-            .values(status=Status.failed.value, error=reason, finished_at=utcnow())
-        )
+        done = predictions.fail_held(session, ids, reason, worker_id)
         session.commit()
-        return int(done.rowcount)  # type: ignore[attr-defined]
+        return done
 
 
 def fail_job(db: DbEngine, job_id: str, reason: str) -> int:
     """Record a failure on every unfinished row of a job whose process died (called by the worker, not the job)."""
     with Session(db) as session:
-        done = session.execute(
-            update(Prediction)
-            .where(Prediction.job_id == job_id,
-                   Prediction.status.in_([Status.queued.value, Status.running.value]))
-            .values(status=Status.failed.value, error=reason, finished_at=utcnow())
-        )
+        done = predictions.fail_job(session, job_id, reason)
         session.commit()
-        return int(done.rowcount)  # type: ignore[attr-defined]
+        return done
 
 
 def _die_with_worker() -> None:

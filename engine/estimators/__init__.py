@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from understudy.errors import UnknownEstimator
-from understudy.estimator_info import DEFAULT_CPU_ESTIMATOR, DEFAULT_GPU_ESTIMATOR
 from understudy.settings import Settings
 from engine.estimators.analytic import AnalyticEstimator
 from engine.estimators.base import Estimator

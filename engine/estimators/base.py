@@ -1,15 +1,26 @@
-"""The estimator interface: plan a host setting per target, then turn the host's measurement into a prediction."""
+"""The estimator interface: plan a host setting per target, then turn the host's measurement into a prediction.
+
+An estimator that predicts through other estimators (the calibrated one) overrides `predict` and `identity`, and
+reaches the engine through the `Runner` protocol, which is all it may know of it.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
+from understudy.calibration import CalibrationSet
 from understudy.catalog import TargetSpec, catalog
 from understudy.errors import UnderstudyError
-from understudy.results import HostInfo, HostSetting, Measurement
+from understudy.keys import CacheIdentity, cache_identity
+from understudy.results import HostInfo, HostSetting, Measurement, PredictionResult
 from understudy.workload import Workload
+
+Progress = Callable[[str], None]
+# A target's calibration by target id: what the calibrated estimator fits; the others ignore it.
+Calibrations = Mapping[str, CalibrationSet]
 
 
 @dataclass
@@ -24,7 +35,7 @@ class Estimate:
 
 class Estimator(ABC):
     name: ClassVar[str]
-    version: ClassVar[str]
+    version: str  # a class's own, or set per instance where settings change it (spec)
     needs_gpu: ClassVar[bool] = True
 
     @abstractmethod
@@ -35,6 +46,34 @@ class Estimator(ABC):
     def estimate(self, workload: Workload, target: TargetSpec, host: HostInfo,
                  measurement: Measurement | None) -> Estimate:
         """The predicted step time on the target."""
+
+    def identity(self, runner: Runner, target: TargetSpec, calibrations: Calibrations) -> CacheIdentity:
+        """What a prediction of this estimator for the target records, and its cache key holds."""
+        return cache_identity(self.name, self.version, runner.host.fingerprint if self.needs_gpu else None)
+
+    def predict(self, runner: Runner, workload: Workload, targets: list[TargetSpec], progress: Progress | None,
+                calibrations: Calibrations) -> list[PredictionResult]:
+        """One result per target: each target's plan measured on the host (once per distinct setting), estimated."""
+        return runner.predict_plans(self, workload, targets, progress)
+
+
+class Runner(Protocol):
+    """The engine, as an estimator sees it."""
+
+    host: HostInfo
+    # Fits an estimator keeps between predictions (the calibrated one's, by fit key); the worker stores them.
+    fits: dict[str, dict[str, Any]]
+
+    def estimator(self, name: str | None) -> Estimator: ...
+
+    def default_estimator(self) -> str: ...
+
+    def predict(self, workload: Workload, targets: list[TargetSpec], estimator_name: str | None = None,
+                progress: Progress | None = None,
+                calibrations: Calibrations | None = None) -> list[PredictionResult]: ...
+
+    def predict_plans(self, estimator: Estimator, workload: Workload, targets: list[TargetSpec],
+                      progress: Progress | None) -> list[PredictionResult]: ...
 
 
 def host_spec(host: HostInfo) -> TargetSpec:

@@ -1,17 +1,28 @@
-"""The calibrated estimator's entry in the registry. The engine runs it (Engine._predict_calibrated): it needs its
-base estimator's predictions for the workload and for each calibration point, which one plan/estimate per target
-cannot give. This class only carries its name, version and needs_gpu, and refuses to be run on its own."""
+"""The calibrated estimator: a base estimator's prediction for a target, times a correction fitted to a few step
+times the user measured on that target (its calibration).
+
+It predicts through the engine (the Runner): the base predicts the workload and every calibration point's workload
+on the same host, sharing measurements, and understudy.calibration fits the correction to (those predictions, the
+measured times): one scale per kernel class and per mode, from the base's class shares. Fitting runs the base on
+every point, so a fit is kept in runner.fits by fit_key; the service's worker stores them with the calibration
+across jobs. Where it runs is its base's business: its identity names the
+base, the calibration and the base's host.
+"""
 
 from __future__ import annotations
 
-from understudy.catalog import TargetSpec
-from understudy.errors import UnderstudyError
-from understudy.estimator_info import CALIBRATED_ESTIMATOR, estimator_info
-from understudy.results import HostInfo, HostSetting, Measurement
-from understudy.workload import Workload
-from engine.estimators.base import Estimate, Estimator
+from typing import Any
 
-_ONLY_THROUGH_THE_ENGINE = "the calibrated estimator runs through Engine.predict, which fits it over its base estimator"
+from understudy.calibration import CalibrationSet, Correction, FitPoint, fit_correction
+from understudy.catalog import TargetSpec
+from understudy.errors import NotCalibrated, UnderstudyError
+from understudy.estimator_info import CALIBRATED_ESTIMATOR, estimator_info
+from understudy.keys import ANY_HOST, CacheIdentity, cache_identity
+from understudy.results import HostInfo, HostSetting, Measurement, PredictionResult, Status
+from understudy.workload import Workload
+from engine.estimators.base import Calibrations, Estimate, Estimator, Progress, Runner
+
+_NOT_PER_TARGET = "the calibrated estimator predicts through its base (CalibratedEstimator.predict), not per target"
 
 
 class CalibratedEstimator(Estimator):
@@ -21,8 +32,142 @@ class CalibratedEstimator(Estimator):
     needs_gpu = False
 
     def plan(self, workload: Workload, target: TargetSpec, host: HostInfo) -> HostSetting | None:
-        raise UnderstudyError(_ONLY_THROUGH_THE_ENGINE)
+        raise UnderstudyError(_NOT_PER_TARGET)
 
     def estimate(self, workload: Workload, target: TargetSpec, host: HostInfo,
                  measurement: Measurement | None) -> Estimate:
-        raise UnderstudyError(_ONLY_THROUGH_THE_ENGINE)
+        raise UnderstudyError(_NOT_PER_TARGET)
+
+    def base(self, runner: Runner, calibration: CalibrationSet | None) -> Estimator:
+        """The estimator a calibration corrects: the one it names, else the runner's default."""
+        name = (calibration.base_estimator if calibration is not None else None) or runner.default_estimator()
+        if name == CALIBRATED_ESTIMATOR:
+            raise UnderstudyError("a calibration's base estimator cannot be the calibrated estimator itself")
+        return runner.estimator(name)
+
+    def identity(self, runner: Runner, target: TargetSpec, calibrations: Calibrations) -> CacheIdentity:
+        """The version names the base and the target's calibration; the host is the base's."""
+        calibration = calibrations.get(target.id)
+        return self._identity(runner, self.base(runner, calibration), calibration)
+
+    def _identity(self, runner: Runner, base: Estimator, calibration: CalibrationSet | None) -> CacheIdentity:
+        return cache_identity(base.name, base.version, runner.host.fingerprint if base.needs_gpu else None,
+                              calibration.digest() if calibration is not None else "none")
+
+    def fit_key(self, runner: Runner, calibration: CalibrationSet, target: TargetSpec, base: Estimator) -> str:
+        """What a fit depends on: the points, the target, the base estimator@version and the host it measured on."""
+        host_key = base.identity(runner, target, {}).host_key
+        return f"{calibration.digest()[:16]}/{target.digest()[:16]}/{base.name}@{base.version}/{host_key}"
+
+    def predict(self, runner: Runner, workload: Workload, targets: list[TargetSpec], progress: Progress | None,
+                calibrations: Calibrations) -> list[PredictionResult]:
+        """The base's prediction for each target times the correction fitted to that target's calibration points; a
+        target without a calibration gets a failed result saying so."""
+        results: list[PredictionResult | None] = [None] * len(targets)
+        by_base: dict[str, list[int]] = {}
+        for i, target in enumerate(targets):
+            calibration = calibrations.get(target.id)
+            try:
+                if calibration is None:
+                    raise NotCalibrated(
+                        f"target {target.name} ({target.id}) has no calibration: the calibrated estimator needs a few "
+                        f"measured step times of it (POST /v1/targets/{target.id}/calibrations; on the command "
+                        "line, --calibration), or use another estimator")
+                base = self.base(runner, calibration)
+            except UnderstudyError as exc:
+                results[i] = self._failure(runner, workload, target, calibration, str(exc))
+                continue
+            by_base.setdefault(base.name, []).append(i)
+        for name, members in by_base.items():
+            base = runner.estimator(name)
+            group = [targets[i] for i in members]
+            predicted = runner.predict(workload, group, name, progress)
+            fits = self._fit(runner, base, [(target, calibrations[target.id]) for target, result in
+                                            zip(group, predicted, strict=True) if result.status == Status.done],
+                             progress)
+            for i, result in zip(members, predicted, strict=True):
+                target = targets[i]
+                calibration = calibrations[target.id]
+                results[i] = self._calibrated(runner, workload, calibration, base, result,
+                                              fits.get(self.fit_key(runner, calibration, target, base)))
+        return [result for result in results if result is not None]
+
+    def _fit(self, runner: Runner, base: Estimator, pairs: list[tuple[TargetSpec, CalibrationSet]],
+             progress: Progress | None) -> dict[str, dict[str, Any]]:
+        """The fit of each (target, calibration), from runner.fits or made now: the base predicts every point's
+        workload (one prediction per distinct workload, over the targets it calibrates; they share measurements),
+        then fit_correction over (those predictions and their kernel-class shares, the measured times). A fit that
+        fails carries an "error" and is not kept."""
+        todo = [(target, calibration) for target, calibration in pairs
+                if self.fit_key(runner, calibration, target, base) not in runner.fits]
+        by_workload: dict[str, tuple[Workload, dict[str, TargetSpec]]] = {}
+        for target, calibration in todo:
+            for point in calibration.points:
+                by_workload.setdefault(point.workload.digest(), (point.workload, {}))[1][target.id] = target
+        predicted: dict[tuple[str, str], PredictionResult] = {}
+        for digest, (point_workload, point_targets) in by_workload.items():
+            for result in runner.predict(point_workload, list(point_targets.values()), base.name, progress):
+                predicted[(digest, result.target_id)] = result
+        fits = {}
+        for target, calibration in pairs:
+            key = self.fit_key(runner, calibration, target, base)
+            if key in runner.fits:
+                fits[key] = runner.fits[key]
+                continue
+            points = [predicted[(point.workload.digest(), target.id)] for point in calibration.points]
+            usable = [(result.latency_ms, point.measured_ms) for result, point in zip(points, calibration.points,
+                                                                                       strict=True)
+                      if result.status == Status.done and result.latency_ms]
+            if not usable:
+                reasons = "; ".join(dict.fromkeys(f"{r.status.value}: {r.error}" for r in points))
+                fits[key] = {"error": f"none of the {len(points)} calibration points of {target.id} could be "
+                                      f"predicted by {base.name} ({reasons})"}
+                continue
+            correction = fit_correction([
+                FitPoint(predicted_ms=result.latency_ms, measured_ms=point.measured_ms, mode=point.workload.mode,
+                         shares=result.details.get("class_shares"))
+                for result, point in zip(points, calibration.points, strict=True)
+                if result.status == Status.done and result.latency_ms])
+            fits[key] = runner.fits[key] = {
+                "correction": correction.model_dump(),
+                "points_used": len(usable),
+                "base_points_ms": [r.latency_ms if r.status == Status.done else None for r in points],
+            }
+        return fits
+
+    def _calibrated(self, runner: Runner, workload: Workload, calibration: CalibrationSet, base: Estimator,
+                    result: PredictionResult, fit: dict[str, Any] | None) -> PredictionResult:
+        details: dict[str, Any] = {
+            "base_estimator": base.name, "base_version": base.version, "calibration": calibration.digest(),
+            "points": len(calibration.points), "base_latency_ms": result.latency_ms, "base_details": result.details,
+        }
+        named = {"estimator": CALIBRATED_ESTIMATOR,
+                 "estimator_version": self._identity(runner, base, calibration).version}
+        if result.status != Status.done:
+            return result.model_copy(update={**named, "details": details})
+        if fit is None or "error" in fit:
+            reason = fit["error"] if fit else "the calibration was not fitted"
+            return result.model_copy(update={**named, "status": Status.failed, "error": reason, "latency_ms": None,
+                                             "median_ms": None, "spread_ms": None, "samples_per_s": None,
+                                             "details": details})
+        scale = Correction.model_validate(fit["correction"]).factor(result.details.get("class_shares"), workload.mode)
+        latency = (result.latency_ms or 0.0) * scale
+        return result.model_copy(update={
+            **named,
+            "latency_ms": latency,
+            "median_ms": result.median_ms * scale if result.median_ms is not None else None,
+            "spread_ms": result.spread_ms * scale if result.spread_ms is not None else None,
+            "samples_per_s": workload.batch_size * 1000.0 / latency if latency else None,
+            "details": {**details, "scale": scale, "points_used": fit["points_used"],
+                        "base_points_ms": fit["base_points_ms"]},
+        })
+
+    def _failure(self, runner: Runner, workload: Workload, target: TargetSpec, calibration: CalibrationSet | None,
+                 error: str) -> PredictionResult:
+        try:
+            version = self._identity(runner, self.base(runner, calibration), calibration).version
+        except UnderstudyError:
+            version = self.version
+        return PredictionResult(workload_digest=workload.digest(), target_id=target.id, estimator=CALIBRATED_ESTIMATOR,
+                                estimator_version=version, status=Status.failed, host_fingerprint=ANY_HOST,
+                                error=error)

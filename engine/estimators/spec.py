@@ -38,9 +38,9 @@ class SpecEstimator(Estimator):
             clock, mode = target.boost_clock_mhz, "emulated"
         return HostSetting(
             sm_count=sms if mechanism != "none" else None,
-            sm_mechanism=mechanism,  # type: ignore[arg-type]
+            sm_mechanism=mechanism,
             clock_mhz=clock,
-            clock_mode=mode,  # type: ignore[arg-type]
+            clock_mode=mode,
             memory_cap_gb=target.memory_size_gb,
         )
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 from redis import Redis
-from tests.service.conftest import api_key, app, auth, clean, client, db, redis, service_env, settings  # noqa: F401
+from tests.service.conftest import api_key, app, auth, clean, client, db, redis, service_env, settings  # noqa: F401 - fixtures
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import httpx
-from tests.live_service import LiveService, wait_for
+from tests.live_service import LiveService
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 

@@ -1,6 +1,6 @@
-"""The calibrated estimator in the engine: the base's prediction times the correction fitted to the calibration points
-(per kernel class and mode, from the base's class shares), a failed
-result for a target without a calibration, and cache keys that follow the calibration. CPU only (analytic base)."""
+"""The calibrated estimator (engine.estimators.calibrated), run by the engine: the base's prediction times the
+correction fitted to the calibration points (per kernel class and mode, from the base's class shares), a failed result
+for a target without a calibration, and cache keys that follow the calibration. CPU only (analytic base)."""
 
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ def analytic_ms(engine: Engine, workload: Workload, target=RTX_3090) -> float:
 
 
 def calibration(*measured_ms: float, base: str | None = None) -> CalibrationSet:
-    return CalibrationSet(points=[CalibrationPoint(workload=w, measured_ms=m) for w, m in zip(POINTS, measured_ms)],
-                          base_estimator=base)
+    points = [CalibrationPoint(workload=w, measured_ms=m) for w, m in zip(POINTS, measured_ms, strict=True)]
+    return CalibrationSet(points=points, base_estimator=base)
 
 
 def base_result(engine: Engine, workload: Workload, target=RTX_3090):  # type: ignore[no-untyped-def]
@@ -56,7 +56,7 @@ def test_the_prediction_is_the_base_prediction_times_the_fitted_correction(engin
     base_ms = base.latency_ms
     points = [base_result(engine, w) for w in POINTS]
     correction = fit_correction([FitPoint(predicted_ms=p.latency_ms, measured_ms=m, mode="infer",
-                                          shares=p.details["class_shares"]) for p, m in zip(points, [3.0, 9.0])])
+                                          shares=p.details["class_shares"]) for p, m in zip(points, [3.0, 9.0], strict=True)])
     scale = correction.factor(base.details["class_shares"], "infer")
 
     (result,) = engine.predict(WORKLOAD, [RTX_3090], "calibrated", calibrations={"rtx-3090": calibrated})
@@ -161,8 +161,8 @@ def test_another_base_changes_the_version() -> None:
     assert all(len(v) <= 20 for v in versions)  # the ledger's estimator_version column
 
 
-def test_the_registered_estimator_only_runs_through_the_engine() -> None:
+def test_the_registered_estimator_predicts_through_its_base_not_per_target() -> None:
     estimator = get_estimator("calibrated")
     assert (estimator.name, estimator.needs_gpu) == ("calibrated", False)
-    with pytest.raises(UnderstudyError, match="runs through Engine.predict"):
+    with pytest.raises(UnderstudyError, match="predicts through its base"):
         estimator.plan(WORKLOAD, RTX_3090, HostInfo())

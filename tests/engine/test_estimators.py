@@ -84,7 +84,8 @@ def test_analytic_ignores_the_host() -> None:
 
 
 def test_analytic_uses_a_user_defined_targets_figures() -> None:
-    slow = TargetSpec(id="slow", name="slow", sm_count=10, boost_clock_mhz=1000, memory_size_gb=8,
+    # Enough SMs that their issue limit does not cap either bandwidth.
+    slow = TargetSpec(id="slow", name="slow", sm_count=128, boost_clock_mhz=2000, memory_size_gb=8,
                       memory_bandwidth_gbps=100)
     fast = slow.model_copy(update={"memory_bandwidth_gbps": 1000.0})
     workload = Workload(model="mobilenetv3_small_050")
@@ -238,7 +239,8 @@ def test_ratio_estimator_on_a_host_missing_from_the_catalog_says_so() -> None:
 
 
 def _l2_card(l2_cache_mb: float) -> TargetSpec:
-    return TargetSpec(id=f"l2-{l2_cache_mb:g}", name=f"card with {l2_cache_mb:g} MB of L2", sm_count=80, boost_clock_mhz=1800,
+    return TargetSpec(id=f"l2-{l2_cache_mb:g}", name=f"card with {l2_cache_mb:g} MB of L2", sm_count=80,
+                      boost_clock_mhz=1800,
                       memory_size_gb=24, memory_bandwidth_gbps=1000, l2_cache_mb=l2_cache_mb)
 
 

@@ -101,6 +101,6 @@ def test_one_step_is_captured_again_under_each_setting(order: list[int]) -> None
     assert child.returncode == 0, child.stderr[-2000:]
     results = json.loads(child.stdout.splitlines()[-1])
     assert [r[:2] for r in results] == [["done", "graph"]] * len(order), results
-    times = dict(zip(order, (r[2] for r in results)))
+    times = dict(zip(order, (r[2] for r in results), strict=True))
     fewest = min(sms for sms in order if sms)
     assert times[fewest] > min(t for sms, t in times.items() if sms != fewest)

@@ -1,38 +1,76 @@
-"""Fixtures for the fault tests: the service tests' real PostgreSQL and Redis (tests/service/conftest.py), and the
+"""Fixtures for the fault tests: a PostgreSQL cluster and a Redis server of their own (tests/faults/stores.py),
+which the tests stop and restart; the service tests' app, client and API key fixtures, pointed at them; and the
 worker processes a test starts, stopped afterwards whatever happened."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 
 import pytest
-from tests.live_service import migrated_schema
-from tests.service.conftest import api_key, app, auth, clean, client, redis, service_env, settings  # noqa: F401
-from tests.service.helpers import SCHEMA
+from redis import Redis
 from sqlalchemy import Engine
 
+from tests.live_service import migrated_schema, schema_url
+from tests.service.conftest import api_key, app, auth, clean, client, settings  # noqa: F401 - shared fixtures
+from tests.service.helpers import SCHEMA, SERVICE_ENV
+
 from .helpers import start_postgres_and_redis, stop
+from .stores import PrivateStores
 
 
 @pytest.fixture(scope="package")
-def db(service_env: dict[str, str]) -> Iterator[Engine]:
-    """tests/service's schema of our own, brought up by the migrations; PostgreSQL is started again before the
-    schema is dropped, since these tests stop it."""
+def stores() -> Iterator[PrivateStores]:
+    made = PrivateStores.create()
+    yield made
+    made.remove()
+
+
+@pytest.fixture(scope="package")
+def service_env(stores: PrivateStores) -> Iterator[dict[str, str]]:
+    """The service tests' environment with the private stores' URLs; restored afterwards."""
+    from understudy.settings import get_settings
+
+    env = {**SERVICE_ENV, "REDIS_URL": stores.redis.url, "DATABASE_URL": schema_url(stores.postgres.url, SCHEMA)}
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    get_settings.cache_clear()
+    yield env
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    get_settings.cache_clear()
+
+
+@pytest.fixture(scope="package")
+def db(service_env: dict[str, str], stores: PrivateStores) -> Iterator[Engine]:
+    """A schema of our own in the private cluster, brought up by the migrations."""
     from ledger.db import get_engine
 
-    with migrated_schema(SCHEMA) as url:
+    with migrated_schema(SCHEMA, stores.postgres.url) as url:
         engine = get_engine(url)
         yield engine
         engine.dispose()
-        start_postgres_and_redis()
+        start_postgres_and_redis(stores)
+
+
+@pytest.fixture
+def redis(service_env: dict[str, str], stores: PrivateStores) -> Iterator[Redis]:
+    connection = Redis.from_url(stores.redis.url)
+    connection.flushdb()
+    yield connection
+    connection.flushdb()
+    connection.close()
 
 
 @pytest.fixture(autouse=True)
-def stores_answer() -> Iterator[None]:
+def stores_answer(stores: PrivateStores) -> Iterator[None]:
     """Whatever a test did to PostgreSQL or Redis, both answer again before the next test."""
     yield
-    start_postgres_and_redis()
+    start_postgres_and_redis(stores)
 
 
 @pytest.fixture

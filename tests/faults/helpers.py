@@ -1,10 +1,9 @@
-"""What the fault tests share: the real API and workers in subprocesses, and stopping and starting the machine's own
-PostgreSQL and Redis (always started again and answering before a test ends: other tests use them too)."""
+"""What the fault tests share: the real API and workers in subprocesses, and stopping and starting the tests' own
+PostgreSQL and Redis (tests/faults/stores.py; always started again and answering before a test ends)."""
 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,12 +19,12 @@ from sqlalchemy.orm import Session
 
 from ledger.models import Prediction
 
+from .stores import PrivateStores, free_port
+
 TESTS = Path(__file__).resolve().parents[1]
+REPO = TESTS.parent
 FAKE_GPU = Path(__file__).resolve().parent / "fakegpu"
 SLOWJOB = TESTS / "service" / "slowjob"
-
-REDIS_START = ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", "6379", "--save", "",
-               "--appendonly", "no", "--dir", "/var/lib/redis", "--logfile", "/var/log/redis/ci.log"]
 
 # The API and workers of these tests look for lost rows every second and count a row as lost one second after it was
 # queued: what the reconciler does in an hour of production happens within a test.
@@ -44,12 +43,6 @@ def wait_for(condition: Callable[[], Any], timeout_s: float, what: str, poll_s: 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
         time.sleep(poll_s)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_worker(*args: str, env: dict[str, str] | None = None, paths: tuple[Path, ...] = ()) -> subprocess.Popen:
@@ -91,52 +84,24 @@ def status_of(db: Any, ids: list[str]) -> dict[str, str]:
         return dict(session.execute(select(Prediction.id, Prediction.status).where(Prediction.id.in_(ids))).all())
 
 
-def redis_answers() -> bool:
-    return subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", "6379", "ping"], capture_output=True, text=True,
-                          timeout=5).stdout.strip() == "PONG"
-
-
-def restart_redis() -> None:
-    """Shut the machine's Redis down without saving (everything in it is lost, as in a crash) and start it again."""
+def restart_redis(stores: PrivateStores) -> None:
+    """Shut the tests' Redis down without saving (everything in it is lost, as in a crash) and start it again."""
     try:
-        subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", "6379", "shutdown", "nosave"], capture_output=True,
-                       timeout=10)
-        wait_for(lambda: not redis_answers(), 10, "Redis to stop", poll_s=0.02)
+        stores.redis.stop()
     finally:
-        start_redis()
-
-
-def start_redis() -> None:
-    if not redis_answers():
-        subprocess.run(REDIS_START, capture_output=True, timeout=30)
-    wait_for(redis_answers, 30, "Redis to answer again", poll_s=0.05)
-
-
-def pg_cluster(action: str) -> None:
-    version = sorted(os.listdir("/etc/postgresql"))[-1]
-    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action], capture_output=True,
-                   timeout=60)
-
-
-def postgres_answers() -> bool:
-    return subprocess.run(["pg_isready", "-h", "127.0.0.1", "-p", "5432", "-q"], timeout=10).returncode == 0
+        stores.redis.start()
 
 
 @contextmanager
-def postgres_stopped() -> Iterator[None]:
-    """The machine's PostgreSQL stopped for the body, started again (and answering) however the body ends."""
+def postgres_stopped(stores: PrivateStores) -> Iterator[None]:
+    """The tests' PostgreSQL stopped for the body, started again (and answering) however the body ends."""
     try:
-        pg_cluster("stop")
-        wait_for(lambda: not postgres_answers(), 30, "PostgreSQL to stop")
+        stores.postgres.stop()
         yield
     finally:
-        if not postgres_answers():
-            pg_cluster("start")
-        wait_for(postgres_answers, 60, "PostgreSQL to answer again", poll_s=0.2)
+        stores.postgres.start()
 
 
-def start_postgres_and_redis() -> None:
-    if not postgres_answers():
-        pg_cluster("start")
-        wait_for(postgres_answers, 60, "PostgreSQL to answer again", poll_s=0.2)
-    start_redis()
+def start_postgres_and_redis(stores: PrivateStores) -> None:
+    stores.postgres.start()
+    stores.redis.start()

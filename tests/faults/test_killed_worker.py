@@ -14,7 +14,7 @@ from pathlib import Path
 from tests.fakes import FakeMpsControl
 from tests.service.test_worker_process import alive, children_of
 
-from .helpers import FAKE_GPU, TESTS, start_worker, status_of, wait_for
+from .helpers import FAKE_GPU, REPO, start_worker, status_of, wait_for
 
 
 def fake_gpu_env(tmp_path: Path, control: FakeMpsControl) -> dict[str, str]:
@@ -36,7 +36,7 @@ def test_a_killed_workers_job_completes_on_the_next_worker_which_first_releases_
         "targets": ["rtx-3090"], "estimator": "analytic"}, headers=auth)
     prediction_id = created.json()["data"][0]["id"]
 
-    workers.append(first := start_worker(env={**env, "UNDERSTUDY_TEST_GPU_JOB_S": "60"}, paths=(FAKE_GPU, TESTS)))
+    workers.append(first := start_worker(env={**env, "UNDERSTUDY_TEST_GPU_JOB_S": "60"}, paths=(FAKE_GPU, REPO)))
     wait_for(lambda: status_of(db, [prediction_id])[prediction_id] == "running", 90, "the first worker's job")
     wait_for(lambda: control.commands() == ["start"], 30, "the job to start its MPS daemon")
     jobs = children_of(first.pid)
@@ -50,7 +50,7 @@ def test_a_killed_workers_job_completes_on_the_next_worker_which_first_releases_
     pipe = Path(daemon["pipe"])
     assert pipe.parent.parent == tmp_path / "run" / "gpu0" / "mps"
 
-    workers.append(second := start_worker("--burst", env=env, paths=(FAKE_GPU, TESTS)))
+    workers.append(second := start_worker("--burst", env=env, paths=(FAKE_GPU, REPO)))
     output, _ = second.communicate(timeout=120)
 
     assert second.returncode == 0, output

@@ -1,4 +1,5 @@
-"""The machine's Redis and PostgreSQL restarted under the real API and worker (subprocesses) with requests in flight.
+"""Redis and PostgreSQL (the fault tests' own, tests/faults/stores.py) restarted under the real API and worker
+(subprocesses) with requests in flight.
 
 Nothing the API accepted (200 or 202, with prediction ids) is lost: every accepted prediction is done in the end.
 While a store is down the API answers 503 (JSON, Retry-After) and never 500; it recovers by itself. Jobs are real
@@ -62,13 +63,13 @@ class Load:
         return {status for _, status, _ in self.answers}
 
 
-def test_requests_in_flight_across_a_redis_restart_are_all_done_in_the_end(db, api_key, workers):
+def test_requests_in_flight_across_a_redis_restart_are_all_done_in_the_end(db, api_key, workers, stores):
     with api_server(FAST_RECONCILE) as url:
         # Each job sleeps 2 s first, so that jobs wait in Redis when it goes down.
         workers.append(start_worker(env={**FAST_RECONCILE, "UNDERSTUDY_TEST_PREDICT_DELAY_S": "2"}, paths=(SLOWJOB,)))
         with Load(url, api_key, [body(1), body(2), body(3)]) as load:
             wait_for(lambda: len(load.accepted()) == 6, 30, "the first requests to be accepted")
-            restart_redis()
+            restart_redis(stores)
             restarted = time.monotonic()
             load.bodies.append(body(4))  # a request first made after the restart
             wait_for(lambda: load.accepted(since=restarted + 0.5) >= load.accepted(), 30,
@@ -82,7 +83,7 @@ def test_requests_in_flight_across_a_redis_restart_are_all_done_in_the_end(db, a
                  "every accepted prediction to be done", poll_s=0.5)
 
 
-def test_the_api_answers_503_while_postgres_is_down_and_recovers_by_itself(db, api_key, workers):
+def test_the_api_answers_503_while_postgres_is_down_and_recovers_by_itself(db, api_key, workers, stores):
     with api_server(FAST_RECONCILE) as url, httpx.Client(base_url=url, headers={"X-API-Key": api_key},
                                                          timeout=30) as client:
         workers.append(start_worker(env={**FAST_RECONCILE, "UNDERSTUDY_TEST_PREDICT_DELAY_S": "2"}, paths=(SLOWJOB,)))
@@ -93,7 +94,7 @@ def test_the_api_answers_503_while_postgres_is_down_and_recovers_by_itself(db, a
             accepted += [item["id"] for item in answer.json()["data"]]
         wait_for(lambda: "running" in status_of(db, accepted).values(), 60, "the worker to start a job")
 
-        with postgres_stopped():
+        with postgres_stopped(stores):
             down = [client.get(f"/v1/predictions/{accepted[0]}"), client.post("/v1/predictions", json=body(7)),
                     client.get("/v1/predictions"), client.get("/readyz")]
         for answer in down:

@@ -3,4 +3,4 @@
 
 from __future__ import annotations
 
-from tests.service.conftest import api_key, app, auth, clean, client, db, redis, service_env, settings  # noqa: F401
+from tests.service.conftest import api_key, app, auth, clean, client, db, redis, service_env, settings  # noqa: F401 - fixtures

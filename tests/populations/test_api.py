@@ -71,8 +71,8 @@ def test_a_population_is_predicted_then_summarised_as_worked_out_by_hand(live):
     assert summary["mean_ms"] == pytest.approx(w1 * l1 + w2 * l2 + w3 * l3)
     assert (summary["min_ms"], summary["max_ms"]) == (l1, l3)
     # The q-quantile is the first latency whose F reaches q.
-    assert summary["p50_ms"] == next(l for l, f in ((l1, f1), (l2, f2), (l3, 1.0)) if f >= 0.5)
-    assert summary["p90_ms"] == next(l for l, f in ((l1, f1), (l2, f2), (l3, 1.0)) if f >= 0.9 - 1e-12)
+    assert summary["p50_ms"] == next(ms for ms, f in ((l1, f1), (l2, f2), (l3, 1.0)) if f >= 0.5)
+    assert summary["p90_ms"] == next(ms for ms, f in ((l1, f1), (l2, f2), (l3, 1.0)) if f >= 0.9 - 1e-12)
     assert summary["p99_ms"] == l3
     expected = {k: l1 * f1**k + l2 * (f2**k - f1**k) + l3 * (1 - f2**k) for k in (1, 2, 10)}
     assert {r["k"]: r["expected_max_ms"] for r in summary["round_time"]} == pytest.approx(expected)

@@ -24,7 +24,7 @@ class Keys:
 
 
 @pytest.fixture
-def keys(db: Engine) -> Keys:  # noqa: F811 (the imported fixture)
+def keys(db: Engine) -> Keys:
     """Two owners, A and B, and an admin: each as the headers that send its key."""
     from app.security import create_api_key
 
@@ -36,7 +36,7 @@ def keys(db: Engine) -> Keys:  # noqa: F811 (the imported fixture)
 
 
 @pytest.fixture
-def configure(app: Any, settings: Any) -> Iterator[Callable[..., Any]]:  # noqa: F811 (the imported fixtures)
+def configure(app: Any, settings: Any) -> Iterator[Callable[..., Any]]:
     """Serve with the shipped defaults for reads (a key needed), changed by keyword (Settings field names)."""
     from understudy.settings import get_settings
 

@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 
-def test_importing_the_app_imports_neither_torch_nor_the_worker():
+def test_importing_the_app_imports_neither_torch_nor_the_engine_nor_the_worker():
     code = ("import json, sys; import app.main; "
-            "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'timm', 'worker'})))")
+            "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'timm', 'worker', 'engine'})))")
 
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
 
@@ -21,7 +21,7 @@ def test_the_apis_estimator_table_matches_the_worker_estimators(settings):
     from engine.estimators import ESTIMATORS as WORKER_ESTIMATORS
     from engine.estimators import get_estimator
 
-    fix = "; update the table in understudy/estimator_info.py to match worker/estimators"
+    fix = "; update the table in understudy/estimator_info.py to match engine/estimators"
     assert set(ESTIMATORS) == set(WORKER_ESTIMATORS), fix
     for name, cls in WORKER_ESTIMATORS.items():
         assert ESTIMATORS[name].needs_gpu == cls.needs_gpu, name + fix

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, status
 
 from app import crud
@@ -14,7 +16,8 @@ from understudy.errors import UnknownTarget
 
 router = APIRouter(prefix="/v1/targets", tags=["targets"])
 
-NOT_FOUND = {404: {"model": ErrorPublic, "description": "no catalog GPU matches (or several do)"}}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorPublic, "description": "no catalog GPU matches (or several do)"}}
 
 
 def _target(target_id: str) -> TargetSpec:

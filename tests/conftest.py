@@ -1,0 +1,77 @@
+"""The test tiers, assigned here by path so that every test has exactly one (pytest -m TIER runs one):
+
+- unit: no server, no GPU, seconds: the domain, the engine on fakes, evaluation, the CLI in-process.
+- service: the ledger, the API and the worker against the real PostgreSQL and Redis (TEST_DATABASE_URL,
+  TEST_REDIS_URL), in-process or as worker subprocesses.
+- e2e: a live API in a subprocess, driven over HTTP: the Python client, the dashboard in a browser, fuzzing.
+- faults: stores and workers killed and restarted; on a PostgreSQL and a Redis of their own (tests/faults/stores.py).
+
+A test goes by its own entry in TIERS, else its file's, else its folder's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+TIERS: dict[str, str] = {
+    "engine": "unit",
+    "engine/test_cli.py::test_installed_command_runs": "e2e",
+    "evaluation": "unit",
+    "populations/test_math.py": "unit",
+    "populations/test_migration.py": "service",
+    "populations/test_api.py": "e2e",
+    "service": "service",
+    "abuse": "service",
+    "security": "service",
+    "security/test_body_limits.py": "e2e",
+    "client": "e2e",
+    "dashboard": "e2e",
+    "fuzz": "e2e",
+    "faults": "faults",
+}
+
+
+def tier_of(path: str, test: str) -> str:
+    """A test's tier: its own entry in TIERS, else its file's, else its nearest folder's."""
+    parts = path.split("/")
+    for key in [f"{path}::{test}", path, *("/".join(parts[:i]) for i in range(len(parts) - 1, 0, -1))]:
+        if key in TIERS:
+            return TIERS[key]
+    raise pytest.UsageError(f"{path} has no tier: add its folder or file to TIERS in tests/conftest.py")
+
+
+def tiers_within(path: str) -> set[str]:
+    """Every tier a test under this file or folder can have."""
+    own = {TIERS[key] for key in TIERS if key.startswith((f"{path}/", f"{path}::"))}
+    try:
+        return own | {tier_of(path, "")}
+    except pytest.UsageError:
+        return own
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With `-m TIER`, files and folders that hold no test of that tier are not even imported: collecting the
+    browser and fuzzing tests alone takes longer than the whole unit tier."""
+    tier = (config.option.markexpr or "").strip()
+    if tier not in TIERS.values():
+        return None
+    try:
+        path = collection_path.resolve().relative_to(HERE).as_posix()
+    except ValueError:
+        return None
+    if path in ("conftest.py", "__init__.py", ".") or not (collection_path.is_dir() or path.endswith(".py")):
+        return None
+    if collection_path.is_file() and not collection_path.name.startswith("test_"):
+        return None
+    return True if tier not in tiers_within(path) else None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(item.path).resolve().relative_to(HERE).as_posix()
+        test = getattr(item, "originalname", item.name)
+        item.add_marker(getattr(pytest.mark, tier_of(path, test)))
