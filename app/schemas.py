@@ -13,8 +13,11 @@ from understudy.catalog import InlineTarget, TargetSpec, catalog
 from understudy.errors import UnknownEstimator, UnknownTarget
 from understudy.estimator_info import CALIBRATED_ESTIMATOR, estimator_info
 from understudy.populations import PopulationSummary
+from understudy.links import Link
 from understudy.results import HostSetting, Status, TimingMode
+from understudy.rounds import RoundConfig, RoundParameters
 from ledger.models import Calibration, Host, Population, Prediction
+from understudy.traces import DEFAULT_OORT_THRESHOLD, MAX_TRACE_CELLS, TraceFormat
 from understudy.workload import Workload
 
 # --- requests ---------------------------------------------------------------------------------------------------
@@ -425,6 +428,105 @@ def population_public(population: Population, rows: dict[str, Prediction]) -> Po
         slowest=population.slowest, devices=devices, summary=summary, error=error,
         created_at=population.created_at, finished_at=population.finished_at,
     )
+
+
+# --- a population's rounds and traces (GET /v1/populations/{id}/rounds and /trace) --------------------------------
+
+
+def _link(text: str) -> tuple[str, Link]:
+    key, _, rates = text.partition("=")
+    down, _, up = rates.partition("/")
+    try:
+        return key.strip(), Link(down_mbps=float(down), up_mbps=float(up))
+    except ValueError:
+        raise ValueError(f"{text!r}: write TARGET=DOWN/UP or KIND=DOWN/UP in Mbit/s (kinds: consumer, edge, "
+                         "datacenter), e.g. rtx-3090=100/20") from None
+
+
+class RoundQuery(RoundParameters):
+    """The round model's parameters as query parameters; links as TARGET=DOWN/UP (Mbit/s)."""
+
+    link: list[str] = Field(default_factory=list, max_length=100,
+                            description="TARGET=DOWN/UP or KIND=DOWN/UP in Mbit/s, repeatable (kinds: consumer, "
+                                        "edge, datacenter); the rest get their kind's default")
+
+    @field_validator("link")
+    @classmethod
+    def _links(cls, value: list[str]) -> list[str]:
+        for item in value:
+            _link(item)
+        return value
+
+    def round_config(self) -> RoundConfig:
+        return RoundConfig(**self.model_dump(include=set(RoundParameters.model_fields)),
+                           links=dict(_link(item) for item in self.link))
+
+
+class RoundsQuery(RoundQuery):
+    k: list[Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=lambda: [10], min_length=1, max_length=20,
+                                                          description="clients per round (repeatable)")
+    deadline_s: float | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False,
+                                     description="a round deadline: the chance that K finish by it")
+
+
+class TraceQuery(RoundQuery):
+    clients: int = Field(default=100, ge=1, le=10_000, description="clients drawn from the fleet's weights")
+    rounds: int = Field(default=10, ge=1, le=1000)
+    seed: int = Field(default=0, ge=0, le=2**32 - 1, description="the same seed gives the same trace")
+    format: TraceFormat = Field(default="json", description="fedscale (a pickle), oort, flgo, appfl, csv or json")
+    oort_threshold: float = Field(default=DEFAULT_OORT_THRESHOLD, gt=0, le=100,
+                                  description="oort: the percentile of durations its pacer prefers")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> TraceQuery:
+        if self.clients * self.rounds > MAX_TRACE_CELLS:
+            raise ValueError(f"clients x rounds is at most {MAX_TRACE_CELLS:,} per trace")
+        return self
+
+
+class ClientKindPublic(BaseModel):
+    """A device kind's nominal (median) round: download + local compute + upload, in seconds."""
+
+    target_id: str
+    target_name: str | None = None
+    share: float
+    step_ms: float
+    down_mbps: float
+    up_mbps: float
+    download_s: float
+    compute_s: float
+    upload_s: float
+    nominal_s: float
+    sigma: float = Field(description="the lognormal sigma of its round time")
+
+
+class RoundOutcomePublic(BaseModel):
+    k: int
+    sampled: int = Field(description="clients sampled: ceil(overcommit x K)")
+    p_complete: float = Field(description="the chance that K of them finish at all")
+    expected_round_s: float | None = Field(description="the expected round time when K finish (null: never)")
+    p_deadline: float | None = Field(default=None, description="the chance that K finish by deadline_s")
+    expected_finishers: float | None = Field(default=None, description="sampled clients finished by deadline_s")
+
+
+class DeadlineCurvePublic(BaseModel):
+    k: int
+    deadline_s: list[float]
+    p_complete: list[float] = Field(description="the chance that K finish by each deadline")
+
+
+class PopulationRoundsPublic(BaseModel):
+    """A population's FL rounds under the round model (understudy/rounds.py)."""
+
+    population_id: str
+    local_steps: int
+    batch_size: int
+    update_bytes: float
+    config: RoundConfig
+    deadline_s: float | None = None
+    kinds: list[ClientKindPublic]
+    rounds: list[RoundOutcomePublic]
+    deadline_curves: list[DeadlineCurvePublic]
 
 
 # --- calibrations (POST /v1/targets/{id}/calibrations) -----------------------------------------------------------

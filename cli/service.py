@@ -233,9 +233,23 @@ def population(
     api_key: Annotated[Optional[str], typer.Option(envvar="UNDERSTUDY_API_KEY", help="X-API-Key")] = None,
     timeout: Annotated[float, typer.Option(help="seconds to wait for the predictions")] = 600.0,
     as_json: Annotated[bool, typer.Option("--json", help="print the service's JSON answer")] = False,
+    trace: Annotated[Optional[str], typer.Option(help="also write an FL trace: fedscale|oort|flgo|appfl|csv|json "
+                                                      "(with --out)")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="where --trace writes")] = None,
+    clients: Annotated[int, typer.Option(help="--trace: clients drawn from the fleet")] = 100,
+    rounds: Annotated[int, typer.Option(help="--trace: rounds")] = 10,
+    seed: Annotated[int, typer.Option(help="--trace: the seed (the same seed, the same trace)")] = 0,
+    local_steps: Annotated[Optional[int], typer.Option(help="--trace: local steps per round (default 20)")] = None,
+    sigma: Annotated[Optional[float], typer.Option(help="--trace: lognormal sigma of a round (default: from the "
+                                                        "measured spread)")] = None,
+    availability: Annotated[float, typer.Option(help="--trace: P(a client is available)")] = 1.0,
+    dropout: Annotated[float, typer.Option(help="--trace: P(an available client drops out)")] = 0.0,
+    link: Annotated[list[str], typer.Option(help="--trace: TARGET=DOWN/UP or KIND=DOWN/UP in Mbit/s "
+                                                 "(repeatable)")] = [],  # noqa: B006
 ) -> None:
     """Ask a running service for MODEL's latency over a device population: weighted p50/p90/p99, the slowest
-    devices and the expected round time when K clients are sampled at random."""
+    devices and the expected round time when K clients are sampled at random; with --trace, write a per-client FL
+    trace for FedScale, Oort, FLGo, APPFL (or CSV, JSON) to --out."""
     from rich.table import Table
 
     from client import ApiError, Client, ClientError
@@ -246,9 +260,17 @@ def population(
     workload = {"model": model, "mode": mode, "batch_size": batch_size, "resolution": resolution,
                 "precision": precision, "optimizer": optimizer}
     items = _device_items(device, devices_file)
+    if trace is not None and out is None:
+        raise typer.BadParameter("--trace writes a file: give --out FILE", param_hint="--out")
     try:
         with Client(base, api_key) as client:
             result = client.population(workload, items, k=k, estimator=estimator, timeout=timeout)
+            if trace is not None and out is not None and result.status == "done":
+                config = {"local_steps": local_steps, "sigma": sigma, "availability": availability,
+                          "dropout": dropout}
+                body = client.population_trace(result.id, format=trace, clients=clients, rounds=rounds, seed=seed,
+                                               config={**config, "link": link} if link else config)
+                out.write_bytes(body)
     except ApiError as exc:
         console.print(f"[red]error:[/red] {exc.detail}")
         raise typer.Exit(2 if exc.status_code == 422 else 1) from None
@@ -290,6 +312,8 @@ def population(
     for excluded in summary.excluded:
         lines.append(f"left out: {excluded.target_name or excluded.target_id} ({excluded.share:.1%}): "
                      f"{excluded.status}{f', {excluded.reason}' if excluded.reason else ''}")
+    if trace is not None:
+        lines.append(f"{trace} trace of {clients} clients x {rounds} rounds (seed {seed}) written to {out}")
     sys.stdout.write("\n".join(lines) + "\n")
 
 

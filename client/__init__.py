@@ -138,6 +138,7 @@ class Target(_Model):
     fp16_tensor_tflops: float | None = None
     bf16_tensor_tflops: float | None = None
     tf32_tensor_tflops: float | None = None
+    sustained_clock_mhz: float | None = None
     source: str | None = None
     tensor_source: str | None = None
     origin: str = "catalog"
@@ -196,6 +197,54 @@ class Population(_Model):
             if item.k == k:
                 return item.expected_max_ms
         return None
+
+
+class RoundKind(_Model):
+    """A device kind's nominal round: download + local compute + upload, in seconds."""
+
+    target_id: str
+    target_name: str | None = None
+    share: float
+    step_ms: float
+    down_mbps: float
+    up_mbps: float
+    download_s: float
+    compute_s: float
+    upload_s: float
+    nominal_s: float
+    sigma: float
+
+
+class RoundOutcome(_Model):
+    k: int
+    sampled: int
+    p_complete: float
+    expected_round_s: float | None = None
+    p_deadline: float | None = None
+    expected_finishers: float | None = None
+
+
+class DeadlineCurve(_Model):
+    k: int
+    deadline_s: list[float]
+    p_complete: list[float]
+
+
+class PopulationRounds(_Model):
+    """A population's FL rounds under the round model (understudy/rounds.py)."""
+
+    population_id: str
+    local_steps: int
+    batch_size: int
+    update_bytes: float
+    config: dict[str, Any]
+    deadline_s: float | None = None
+    kinds: list[RoundKind]
+    rounds: list[RoundOutcome]
+    deadline_curves: list[DeadlineCurve]
+
+    def outcome(self, k: int) -> RoundOutcome | None:
+        return next((item for item in self.rounds if item.k == k), None)
 
 
 # --- errors -----------------------------------------------------------------------------------------------------
@@ -423,6 +472,23 @@ def _params(**values: Any) -> dict[str, Any]:
     return out
 
 
+def round_params(config: Any) -> dict[str, Any]:
+    """A RoundConfig (or a dict of its fields) as the query parameters of /rounds and /trace: links become
+    link=KEY=DOWN/UP."""
+    if config is None:
+        return {}
+    data = config.model_dump(mode="json", exclude_none=True) if isinstance(config, BaseModel) else dict(config)
+    links = data.pop("links", None) or {}
+    out = {key: value for key, value in data.items() if value is not None}
+    if links:
+        out["link"] = [f"{key}={_rate(link, 'down_mbps')}/{_rate(link, 'up_mbps')}" for key, link in links.items()]
+    return out
+
+
+def _rate(link: Any, name: str) -> float:
+    return float(link[name] if isinstance(link, Mapping) else getattr(link, name))
+
+
 class _Base:
     def __init__(self, base_url: str | None, api_key: str | None, timeout_s: float, backoff: Backoff | None,
                  headers: Mapping[str, str] | None) -> None:
@@ -440,10 +506,11 @@ class _Base:
         return max(0.5, min(self.timeout_s, deadline - time.monotonic()))
 
     @staticmethod
-    def _answer(response: httpx.Response) -> Any:
+    def _answer(response: httpx.Response, raw: bool = False) -> Any:
+        """The answer's JSON, or its bytes with raw (a trace file)."""
         if response.is_error:
             raise error_from(response)
-        return response.json()
+        return response.content if raw else response.json()
 
 
 # --- the synchronous client -------------------------------------------------------------------------------------
@@ -469,12 +536,12 @@ class Client(_Base):
         self._http.close()
 
     def _request(self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None,
-                 deadline: float | None = None) -> Any:
+                 deadline: float | None = None, raw: bool = False) -> Any:
         try:
             response = self._http.request(method, path, json=json, params=params, timeout=self._timeout(deadline))
         except httpx.TransportError as exc:
             raise ConnectionFailed(f"cannot reach the service at {self.base_url}: {exc}") from exc
-        return self._answer(response)
+        return self._answer(response, raw)
 
     # predictions
 
@@ -558,6 +625,19 @@ class Client(_Base):
         return Population.model_validate(self._request("GET", f"/v1/populations/{population_id}",
                                                        deadline=_deadline))
 
+    def population_rounds(self, population_id: str, *, k: int | Sequence[int] = (10,), deadline_s: float | None = None,
+                          config: Any = None) -> PopulationRounds:
+        """The population's FL rounds for each K (config: a RoundConfig or a dict of its fields)."""
+        params = {**round_params(config), "k": [k] if isinstance(k, int) else list(k), "deadline_s": deadline_s}
+        return PopulationRounds.model_validate(self._request("GET", f"/v1/populations/{population_id}/rounds",
+                                                             params=_params(**params)))
+
+    def population_trace(self, population_id: str, *, format: str = "json", clients: int = 100, rounds: int = 10,
+                         seed: int = 0, config: Any = None) -> bytes:
+        """A trace file for an FL simulator (format: fedscale, oort, flgo, appfl, csv or json), as bytes."""
+        params = {**round_params(config), "format": format, "clients": clients, "rounds": rounds, "seed": seed}
+        return self._request("GET", f"/v1/populations/{population_id}/trace", params=params, raw=True)
+
 
 # --- the asynchronous client ------------------------------------------------------------------------------------
 
@@ -582,13 +662,13 @@ class AsyncClient(_Base):
         await self._http.aclose()
 
     async def _request(self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None,
-                       deadline: float | None = None) -> Any:
+                       deadline: float | None = None, raw: bool = False) -> Any:
         try:
             response = await self._http.request(method, path, json=json, params=params,
                                                 timeout=self._timeout(deadline))
         except httpx.TransportError as exc:
             raise ConnectionFailed(f"cannot reach the service at {self.base_url}: {exc}") from exc
-        return self._answer(response)
+        return self._answer(response, raw)
 
     async def predict(self, workload: Any, targets: Sequence[Any] | str, estimator: str | None = None, *,
                       host: str | None = None, wait: bool = True, timeout: float = 600.0) -> PredictionRequest:
@@ -668,10 +748,21 @@ class AsyncClient(_Base):
         return Population.model_validate(await self._request("GET", f"/v1/populations/{population_id}",
                                                              deadline=_deadline))
 
+    async def population_rounds(self, population_id: str, *, k: int | Sequence[int] = (10,),
+                                deadline_s: float | None = None, config: Any = None) -> PopulationRounds:
+        params = {**round_params(config), "k": [k] if isinstance(k, int) else list(k), "deadline_s": deadline_s}
+        return PopulationRounds.model_validate(await self._request(
+            "GET", f"/v1/populations/{population_id}/rounds", params=_params(**params)))
+
+    async def population_trace(self, population_id: str, *, format: str = "json", clients: int = 100,
+                               rounds: int = 10, seed: int = 0, config: Any = None) -> bytes:
+        params = {**round_params(config), "format": format, "clients": clients, "rounds": rounds, "seed": seed}
+        return await self._request("GET", f"/v1/populations/{population_id}/trace", params=params, raw=True)
+
 
 __all__ = [
     "ApiError", "AsyncClient", "Backoff", "Client", "ClientError", "Conflict", "ConnectionFailed", "FieldProblem",
     "Host", "InvalidRequest", "Latency", "NotFound", "PayloadTooLarge", "Population", "PopulationDevice",
-    "Prediction", "PredictionPage", "PredictionRequest", "RateLimited", "ServiceUnavailable", "Target",
-    "Unauthorized", "WaitTimeout",
+    "PopulationRounds", "Prediction", "PredictionPage", "PredictionRequest", "RateLimited", "ServiceUnavailable",
+    "Target", "Unauthorized", "WaitTimeout",
 ]

@@ -2,29 +2,31 @@
 
 Synchronous federated averaging waits for the slowest client of each round. Before training starts, the orchestrator
 asks Understudy how long one local training step takes on each kind of device in its fleet (none of which it owns),
-weighted by how many of each there are, and plans the rounds:
+weighted by how many of each there are, and how long a round takes on each: download the model, run the local
+steps, upload the update (the round model, GET /v1/populations/{id}/rounds; links per device kind by default).
+Then it plans the rounds:
 
   A. sampling K clients at random from the whole fleet: the largest K whose *expected* round time (the expected
-     slowest of K, computed by the service) fits the deadline;
-  B. the same, but the round must meet the deadline with a given probability: F(d)^K >= confidence;
-  C. leaving out the device kinds that can never meet the deadline: then any K fits, at the price of the share of
-     the fleet that never takes part.
+     slowest of K) fits the deadline;
+  B. the same, but the round must meet the deadline with a given probability: F(d)^K >= confidence, F(d) being the
+     chance that one random client finishes by the deadline;
+  C. leaving out the device kinds whose round cannot meet the deadline: then any K fits, at the price of the share
+     of the fleet that never takes part.
 
 Run it against a service (`understudy serve` and a worker; README "Running the service"):
 
-    UNDERSTUDY_URL=http://127.0.0.1:8000 UNDERSTUDY_API_KEY=us_... \\
-        .venv/bin/python examples/fl_client_selection.py --deadline-s 30 --local-steps 20
+    UNDERSTUDY_URL=http://127.0.0.1:8000 UNDERSTUDY_API_KEY=us_... .venv/bin/python examples/fl_client_selection.py
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from client import Client, ClientError, Population
-from understudy.populations import DeviceLatency, max_clients_within, prob_round_within
+from client import Client, ClientError, Population, PopulationRounds
 
 # The fleet: catalog GPUs by id, and two kinds the catalog does not have, given inline by their specifications.
 FLEET: list[dict] = [
@@ -43,52 +45,62 @@ CANDIDATE_K = (5, 10, 20, 50, 100)
 
 @dataclass
 class Plan:
-    expected_round_s: dict[int, float]
+    expected_round_s: dict[int, float | None]
     k_expected: int | None  # A: largest candidate K whose expected round time fits
-    k_confident: int  # B: largest K meeting the deadline with the given probability
+    k_confident: int  # B: largest K meeting the deadline with the given probability (-1: any K)
     confident_chance: dict[int, float]
     eligible_share: float  # C: share of the fleet that can meet the deadline at all
-    left_out: list[tuple[str, float, float]]  # (device, share, round time in s)
+    left_out: list[tuple[str, float, float]]  # (device, share of the fleet, its round in s)
 
 
-def plan_rounds(population: Population, local_steps: int, deadline_s: float, confidence: float) -> Plan:
-    """Turn the service's per-step latencies into round times (local_steps steps each) and choose K."""
-    if population.summary is None:
-        raise SystemExit(f"the population could not be predicted: {population.error}")
-    step_deadline_ms = deadline_s * 1000 / local_steps  # a round meets the deadline iff each step fits this
-    ran = [DeviceLatency(d.target_name or d.target_id, d.latency_ms, d.weight) for d in population.devices
-           if d.status.value == "done" and d.latency_ms is not None]
-    expected = {r.k: r.expected_max_ms * local_steps / 1000 for r in population.summary.round_time}
-    fitting = [k for k, seconds in expected.items() if seconds <= deadline_s]
-    chance = {k: prob_round_within(ran, k, step_deadline_ms) for k in expected}
-    total = sum(d.weight for d in population.devices)
-    too_slow = [(d.target_name or d.target_id, d.weight / total, d.latency_ms * local_steps / 1000)
-                for d in population.devices if d.latency_ms is not None and d.latency_ms > step_deadline_ms]
-    excluded = sum(e.share for e in population.summary.excluded)  # devices the workload does not fit at all
+def plan_rounds(population: Population, rounds: PopulationRounds, confidence: float) -> Plan:
+    """Choose K from the service's round model: expected round times and deadline chances per K."""
+    deadline = rounds.deadline_s
+    assert deadline is not None
+    by_k = {r.k: r for r in rounds.rounds}
+    expected = {k: r.expected_round_s for k, r in by_k.items() if k in CANDIDATE_K}
+    fitting = [k for k, seconds in expected.items() if seconds is not None and seconds <= deadline]
+    one = by_k[1].p_deadline or 0.0  # F(d): one random client finishes by the deadline
+    if one >= 1.0:
+        k_confident = -1
+    elif one <= 0.0 or one < confidence:
+        k_confident = 0
+    else:
+        k_confident = int(math.floor(math.log(confidence) / math.log(one) + 1e-12))
+    excluded = population.summary.excluded if population.summary else []
+    ran_share = 1.0 - sum(e.share for e in excluded)  # the round model's shares are of the devices that run it
+    too_slow = [(kind.target_name or kind.target_id, kind.share * ran_share, kind.nominal_s)
+                for kind in rounds.kinds if kind.nominal_s > deadline]
     return Plan(
         expected_round_s=expected,
         k_expected=max(fitting) if fitting else None,
-        k_confident=max_clients_within(ran, step_deadline_ms, confidence, cap=max(CANDIDATE_K) * 100),
-        confident_chance=chance,
-        eligible_share=1.0 - excluded - sum(share for _, share, _ in too_slow),
+        k_confident=k_confident,
+        confident_chance={k: by_k[k].p_deadline or 0.0 for k in expected},
+        eligible_share=ran_share - sum(share for _, share, _ in too_slow),
         left_out=sorted(too_slow, key=lambda item: -item[2]),
     )
 
 
-def report(population: Population, plan: Plan, local_steps: int, deadline_s: float, confidence: float) -> str:
+def report(population: Population, rounds: PopulationRounds, plan: Plan, confidence: float) -> str:
     s = population.summary
-    assert s is not None
+    assert s is not None and rounds.deadline_s is not None
     lines = [f"{population.model}: one local step on the fleet (p50 {s.p50_ms:.1f} ms, p90 {s.p90_ms:.1f} ms, "
-             f"p99 {s.p99_ms:.1f} ms); a round is {local_steps} steps, deadline {deadline_s:g} s", ""]
-    lines.append("  K   expected round (s)   P(round <= deadline)")
+             f"p99 {s.p99_ms:.1f} ms); a round downloads {rounds.update_bytes / 1e6:.1f} MB, runs "
+             f"{rounds.local_steps} steps and uploads the update; deadline {rounds.deadline_s:g} s", ""]
+    lines.append("  device kind                          download  compute   upload    round (s)")
+    for kind in sorted(rounds.kinds, key=lambda k: k.nominal_s):
+        lines.append(f"  {(kind.target_name or kind.target_id)[:34]:<34}  {kind.download_s:>8.2f}  "
+                     f"{kind.compute_s:>7.2f}  {kind.upload_s:>7.2f}  {kind.nominal_s:>9.2f}")
+    lines += ["", "  K   expected round (s)   P(round <= deadline)"]
     for k, seconds in plan.expected_round_s.items():
-        lines.append(f"{k:>4}   {seconds:>16.2f}   {plan.confident_chance[k]:>20.3f}")
+        shown = f"{seconds:>16.2f}" if seconds is not None else f"{'never':>16}"
+        lines.append(f"{k:>4}   {shown}   {plan.confident_chance[k]:>20.3f}")
     lines.append("")
     if plan.k_expected is None:
         lines.append("A. no candidate K has an expected round time within the deadline")
     else:
         lines.append(f"A. sample K = {plan.k_expected} clients per round: the expected round time fits the deadline")
-    if plan.k_confident >= max(CANDIDATE_K) * 100:
+    if plan.k_confident < 0:
         lines.append("B. every device kind meets the deadline: any K does, with certainty")
     elif plan.k_confident == 0:
         lines.append(f"B. no K meets the deadline with probability {confidence:g} when sampling from the whole fleet")
@@ -114,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--precision", default="amp-fp16")
     parser.add_argument("--estimator", default=None, help="default: the service's choice")
     parser.add_argument("--local-steps", type=int, default=20, help="local training steps per round")
-    parser.add_argument("--deadline-s", type=float, default=30.0, help="the round-time deadline")
+    parser.add_argument("--deadline-s", type=float, default=25.0, help="the round-time deadline")
     parser.add_argument("--confidence", type=float, default=0.9)
     parser.add_argument("--timeout", type=float, default=600.0)
     args = parser.parse_args(argv)
@@ -125,11 +137,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         with Client(args.url, args.api_key) as client:
             population = client.population(workload, FLEET, k=CANDIDATE_K, estimator=args.estimator,
                                            timeout=args.timeout)
+            if population.summary is None:
+                sys.stderr.write(f"error: the population could not be predicted: {population.error}\n")
+                return 1
+            rounds = client.population_rounds(population.id, k=(1, *CANDIDATE_K), deadline_s=args.deadline_s,
+                                              config={"local_steps": args.local_steps})
     except ClientError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
-    plan = plan_rounds(population, args.local_steps, args.deadline_s, args.confidence)
-    sys.stdout.write(report(population, plan, args.local_steps, args.deadline_s, args.confidence) + "\n")
+    plan = plan_rounds(population, rounds, args.confidence)
+    sys.stdout.write(report(population, rounds, plan, args.confidence) + "\n")
     return 0
 
 

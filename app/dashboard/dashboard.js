@@ -159,6 +159,11 @@
 
   const VIEWS = { history: showHistory, workload: showWorkload, live: showLive, catalog: showCatalog,
                   submit: showSubmit };
+  // Views kept in files of their own (populations.js, loaded first) register a factory that gets the helpers.
+  for (const [name, factory] of Object.entries(window.UnderstudyViews || {})) {
+    VIEWS[name] = factory({ $, el, svg, api, poll, notice, fmtMs, fmtNum, fmtTime, workloadLabel, apiKey, base: BASE,
+                            current: (gen) => gen === generation });
+  }
 
   async function route() {
     generation += 1;

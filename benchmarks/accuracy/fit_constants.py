@@ -47,13 +47,15 @@ from evaluation.evaluate import read_rows  # noqa: E402
 from engine.measurement_log import MeasurementLog  # noqa: E402
 
 ROOFLINE = ("tensor", "simt", "memory", "launch_us", "matmul32", "layout", "bytes_per_sm_cycle",
-            "tensor_flop_per_sm_cycle")
+            "tensor_flop_per_sm_cycle", "training_overhead")
 HOSTAWARE = (*ROOFLINE, "host_tensor", "host_simt", "bandwidth_efficiency", "host_bytes_per_sm_cycle", "l2_fraction",
              "l2_usable")
 # hostaware holds e and c (the issue limit binds on none of the catalog's GPUs) and the L2 reuse (set, not fitted);
-# its roofline half prices consumer targets, on which the roofline's own issue limit never binds.
+# its roofline half prices consumer targets, on which the roofline's own issue limit never binds; the tensor feed
+# limit is analytic's (chosen with the H200's own rows, which hostaware has none of: 1,509 to 1,518 FLOP per SM and
+# cycle in each of analytic's leave-one-GPU-out fits).
 HOSTAWARE_HELD = {"bandwidth_efficiency": 1.012, "host_bytes_per_sm_cycle": 144.1, "l2_fraction": 1.0,
-                  "l2_usable": 0.5, "bytes_per_sm_cycle": 0.0, "tensor_flop_per_sm_cycle": 0.0}
+                  "l2_usable": 0.5, "bytes_per_sm_cycle": 0.0, "tensor_flop_per_sm_cycle": 1517.0}
 KIND_CODE = {"tensor": 0, "matmul32": 1, "depthwise": 2, "memory": 3, "layout": 4}
 CLASS_CODE = np.array([0, 1, 1, 2, 2])  # kind code -> roofline class (tensor, simt, other)
 REFERENCE = "GeForce RTX 3090"
@@ -157,6 +159,7 @@ class Priced:
         self.issue = per_op([s.target.sm_count * s.target.sustained_clock() * 1e6 for s in samples])
         self.l2 = per_op([s.target.l2_cache_mb * 1e6 for s in samples])
         self.measured = np.array([s.measured_ms for s in samples])
+        self.training = np.array([s.workload.mode == "train" for s in samples])
         if samples and samples[0].measurement is not None:
             self._host_arrays(samples, precision)
 
@@ -167,8 +170,11 @@ class Priced:
         self.host_ms = np.array([float(s.measurement.min_ms or 0) for s in samples])  # type: ignore[union-attr]
         shares = np.array([[s.measurement.kernel_ms.get(c, 0.0) for c in CLASSES] for s in samples])  # type: ignore[union-attr]
         self.host_share = shares / np.maximum(shares.sum(axis=1, keepdims=True), 1e-12)
-        self.tensor_ratio = np.array([host.sustained_tensor_tflops(p) / s.target.sustained_tensor_tflops(p)
-                                      for s, p in zip(samples, precision)])
+        # Per sample: the host's and the target's peak tensor rate and SMs x clock, for the feed-limited ratio.
+        self.tensor_peaks = np.array([[host.sustained_tensor_tflops(p), s.target.sustained_tensor_tflops(p)]
+                                      for s, p in zip(samples, precision)]) * 1e12
+        self.issues = np.array([[host.sm_count * host.sustained_clock(), s.target.sm_count * s.target.sustained_clock()]
+                                for s in samples]) * 1e6
         self.fp32_ratio = np.array([host.sustained_fp32_tflops() / s.target.sustained_fp32_tflops() for s in samples])
 
     def _dram(self, moved: np.ndarray, l2: np.ndarray | float, reuse: L2Reuse) -> np.ndarray:
@@ -189,9 +195,8 @@ class Priced:
         if eff.bytes_per_sm_cycle > 0:
             bandwidth = np.minimum(bandwidth, self.issue * eff.bytes_per_sm_cycle)
         seconds = np.maximum(self.flops / rate, moved / bandwidth) + eff.launch_us * 1e-6
-        out = np.zeros((self.n, 3))
-        np.add.at(out, (self.index, CLASS_CODE[self.kind]), seconds * 1e3)
-        return out
+        cells = np.bincount(self.index * 3 + CLASS_CODE[self.kind], seconds * 1e3, minlength=self.n * 3)
+        return cells.reshape(self.n, 3) * np.where(self.training, eff.training_overhead, 1.0)[:, None]
 
     def hostaware(self, constants: HostAwareConstants) -> tuple[np.ndarray, np.ndarray]:
         """(predicted ms, each class's share of it) per sample, as engine.estimators.hostaware.blend_factor
@@ -211,7 +216,12 @@ class Priced:
                              np.array([t.sm_count for t in targets]), np.array([t.sustained_clock() for t in targets]))
         host_bw = achieved(self.host.memory_bandwidth_gbps, self.host.sm_count, self.host.sustained_clock())
         other = host_bw / target_bw * np.where(host_dram > 0, target_dram / np.maximum(host_dram, 1e-12), 1.0)
-        ratios = np.stack([scaling.tensor * self.tensor_ratio, scaling.simt * self.fp32_ratio, other], axis=1)
+        eff = constants.roofline
+        rates = self.tensor_peaks * eff.tensor
+        if eff.tensor_flop_per_sm_cycle > 0:
+            rates = np.minimum(rates, self.issues * eff.tensor_flop_per_sm_cycle)
+        tensor_ratio = rates[:, 0] / rates[:, 1]
+        ratios = np.stack([scaling.tensor * tensor_ratio, scaling.simt * self.fp32_ratio, other], axis=1)
         scaled = self.host_ms[:, None] * self.host_share * ratios
         roofline = self.roofline(constants.roofline, reuse)
         shares = 0.5 * scaled / scaled.sum(axis=1, keepdims=True) + 0.5 * roofline / roofline.sum(axis=1, keepdims=True)

@@ -58,7 +58,8 @@ def main() -> None:
     for digest, (row, workload, found) in sorted(measured.items(), key=lambda item: item[1][0]["model"]):
         if counts.get(digest) is None:
             continue
-        predicted = sum(roofline_ms(counts[digest], target, workload.precision, EFFICIENCY).values())
+        predicted = sum(roofline_ms(counts[digest], target, workload.precision, EFFICIENCY,
+                                    training=workload.mode == "train").values())
         memory = predict_memory(counts[digest], workload).total_gb
         label = f"{workload.precision} {workload.memory_format}"
         for key in (label, f"{label} {workload.mode}"):

@@ -17,8 +17,8 @@ from engine.estimators.roofline import Efficiency, roofline_ms
 # Chosen by benchmarks/accuracy/fit_constants.py on all RTX 3090 inference rows (no GPU needed), with the launch
 # cost held at 5 us: left free it grows to 80 us, which fits batch-1024 rows no better and makes small batches
 # absurdly slow. Depthwise convolutions reach only a few percent of FP32 peak: they are memory-bound.
-EFFICIENCY = Efficiency(tensor=0.8683, simt=0.0500, memory=0.8, launch_us=5.0, matmul32=0.6, layout=0.3,
-                        bytes_per_sm_cycle=8.0, tensor_flop_per_sm_cycle=1500.0)
+EFFICIENCY = Efficiency(tensor=0.8143, simt=0.0387, memory=0.8419, launch_us=5.0, matmul32=0.8226, layout=0.246,
+                        bytes_per_sm_cycle=7.327, tensor_flop_per_sm_cycle=1517.0, training_overhead=1.2)
 
 
 class AnalyticEstimator(Estimator):
@@ -33,7 +33,8 @@ class AnalyticEstimator(Estimator):
                  measurement: Measurement | None) -> Estimate:
         if (oom := out_of_memory(workload, target)) is not None:
             return oom
-        parts = roofline_ms(counts_for(workload), target, workload.precision, EFFICIENCY)
+        parts = roofline_ms(counts_for(workload), target, workload.precision, EFFICIENCY,
+                            training=workload.mode == "train")
         total = sum(parts.values())
         return Estimate(latency_ms=total, median_ms=total, spread_ms=0.0,
                         details={"class_ms": {k: round(v, 4) for k, v in parts.items()},

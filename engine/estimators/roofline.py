@@ -45,6 +45,10 @@ class Efficiency:
     # per cycle, so the chips whose tensor cores do 1,024 to 4,096 dense FLOP per SM and cycle (workstation and
     # data-center parts) reach a smaller share of that peak than GeForce cards at 512. 0: no such limit.
     tensor_flop_per_sm_cycle: float = 0.0
+    # A training step's kernels run slower than their counts: backward convolutions (data and weight gradients) and
+    # normalisation backward reach less of the units than forward kernels do. Seen on the H200's own training steps
+    # and on the RTX 3090's alike; a multiplier on a training step's time.
+    training_overhead: float = 1.0
 
     def tensor_tflops(self, gpu: TargetSpec, precision: str) -> float:
         """The tensor rate a convolution or matmul reaches on `gpu`: a share of its peak, or the feed limit."""
@@ -85,7 +89,7 @@ def dram_bytes(moved: np.ndarray, gpu: TargetSpec, reuse: L2Reuse | None) -> np.
 
 
 def roofline_ms(counts: WorkloadCounts, gpu: TargetSpec, precision: str, eff: Efficiency,
-                reuse: L2Reuse | None = None) -> dict[str, float]:
+                reuse: L2Reuse | None = None, training: bool = False) -> dict[str, float]:
     """Milliseconds per class for one step on `gpu`."""
     rate_of_kind = {
         "tensor": eff.tensor_tflops(gpu, precision) * 1e12,
@@ -103,6 +107,7 @@ def roofline_ms(counts: WorkloadCounts, gpu: TargetSpec, precision: str, eff: Ef
     rates = np.array([rate_of_kind.get(kind, 1.0) for kind in kinds])
     compute = np.divide(flops, rates, out=np.zeros_like(flops), where=flops > 0)
     seconds = np.maximum(compute, moved / bandwidth) + eff.launch_us * 1e-6
+    scale = 1e3 * (eff.training_overhead if training else 1.0)
     for kind, value in zip(kinds, seconds.tolist(), strict=True):
-        totals[CLASS_OF_KIND[kind]] += value * 1e3
+        totals[CLASS_OF_KIND[kind]] += value * scale
     return totals

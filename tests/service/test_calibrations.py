@@ -1,5 +1,6 @@
 """Calibrations through the service: POST a target's measured step times, then predictions with estimator
-"calibrated" run through a worker and come back as the base (analytic here: no GPU needed) times the fitted scale."""
+"calibrated" run through a worker and come back as the base (analytic here: no GPU needed) times the fitted
+correction."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from .helpers import WORKLOAD, predict_body, queued_job_count, run_queued_jobs
-from understudy.calibration import fit_scale
+from understudy.calibration import Correction, FitPoint, fit_correction
 from understudy.catalog import catalog
 from understudy.estimator_info import estimator_info
 from understudy.results import HostInfo
@@ -21,12 +22,29 @@ POINTS = [{"workload": {**WORKLOAD, "batch_size": 16}, "measured_ms": 4.0},
           {"workload": {**WORKLOAD, "batch_size": 32}, "measured_ms": 9.0}]
 
 
-def analytic_ms(workload: dict[str, Any], target: str = "rtx-3090") -> float:
+def analytic(workload: dict[str, Any], target: str = "rtx-3090") -> Any:
     from engine.estimators.analytic import AnalyticEstimator
 
     estimate = AnalyticEstimator().estimate(Workload.model_validate(workload), catalog().get(target), HostInfo(), None)
     assert estimate.latency_ms is not None
-    return estimate.latency_ms
+    return estimate
+
+
+def analytic_ms(workload: dict[str, Any], target: str = "rtx-3090") -> float:
+    return float(analytic(workload, target).latency_ms)
+
+
+def fitted(points: list[dict[str, Any]]) -> Correction:
+    """The correction the worker fits: analytic's predictions of the points, with their class shares."""
+    estimates = [analytic(point["workload"]) for point in points]
+    return fit_correction([FitPoint(predicted_ms=e.latency_ms, measured_ms=p["measured_ms"],
+                                    mode=Workload.model_validate(p["workload"]).mode, shares=e.details["class_shares"])
+                           for e, p in zip(estimates, points, strict=True)])
+
+
+def fitted_scale(points: list[dict[str, Any]]) -> float:
+    """The calibrated prediction of WORKLOAD over analytic's."""
+    return fitted(points).factor(analytic(WORKLOAD).details["class_shares"], Workload.model_validate(WORKLOAD).mode)
 
 
 def calibrate(client, auth, target: str = "rtx-3090", points: list[dict[str, Any]] | None = None, **extra: Any):
@@ -37,7 +55,8 @@ def calibrated_body(targets: list[Any] | None = None, **workload: Any) -> dict[s
     return {**predict_body(targets, **workload), "estimator": "calibrated"}
 
 
-def test_a_calibration_is_stored_and_a_calibrated_prediction_is_analytic_times_the_fitted_scale(client, auth, redis):
+def test_a_calibration_is_stored_and_a_calibrated_prediction_is_analytic_times_the_fitted_correction(client, auth,
+                                                                                                      redis):
     stored = calibrate(client, auth)
 
     assert stored.status_code == 201, stored.text
@@ -51,7 +70,7 @@ def test_a_calibration_is_stored_and_a_calibrated_prediction_is_analytic_times_t
     run_queued_jobs(redis)
     polled = client.get(f"/v1/predictions/{created.json()['data'][0]['id']}").json()
 
-    scale = fit_scale([analytic_ms(point["workload"]) for point in POINTS], [p["measured_ms"] for p in POINTS])
+    scale = fitted_scale(POINTS)
     assert polled["status"] == "done", polled["error"]
     assert polled["estimator"] == "calibrated"
     assert polled["estimator_version"].startswith(estimator_info("calibrated").version + "+")
@@ -89,7 +108,7 @@ def test_a_new_calibration_is_a_new_cache_entry_and_is_the_one_used(client, auth
     new = client.get(f"/v1/predictions/{second.json()['data'][0]['id']}").json()
     assert new["status"] == "done"
     assert new["estimator_version"] != old["estimator_version"]
-    scale = fit_scale([analytic_ms(point["workload"]) for point in newer], [p["measured_ms"] for p in newer])
+    scale = fitted_scale(newer)
     assert new["latency"]["min_ms"] == pytest.approx(analytic_ms(WORKLOAD) * scale)
 
 
@@ -102,7 +121,8 @@ def test_the_worker_keeps_the_fit_with_the_calibration(client, auth, redis, db: 
         (row,) = session.scalars(select(Calibration)).all()
     (fit,) = row.parameters["fits"].values()
     assert fit["points_used"] == 2
-    assert fit["scale"] == pytest.approx(fit_scale([analytic_ms(p["workload"]) for p in POINTS], [4.0, 9.0]))
+    kept = Correction.model_validate(fit["correction"])
+    assert kept.class_log_scales == pytest.approx(fitted(POINTS).class_log_scales)
 
 
 def test_calibrations_are_listed_latest_first(client, auth):

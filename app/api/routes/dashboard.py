@@ -22,7 +22,8 @@ from understudy.workload import MemoryFormat, Mode, OptimizerName, Precision
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 
-STATIC = {"dashboard.js": "text/javascript; charset=utf-8", "dashboard.css": "text/css; charset=utf-8"}
+STATIC = {"dashboard.js": "text/javascript; charset=utf-8", "populations.js": "text/javascript; charset=utf-8",
+          "dashboard.css": "text/css; charset=utf-8"}
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                                "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
@@ -51,7 +52,7 @@ def redirect_dashboard(request: Request) -> RedirectResponse:
 
 @router.get("/static/{name}")
 def read_static(name: str) -> Response:
-    """The script and the style sheet (only those two names exist)."""
+    """The scripts and the style sheet (only the names in STATIC exist)."""
     if name not in STATIC:
         raise NotFound(f"no dashboard file {name!r}")
     return Response(asset(name), media_type=STATIC[name], headers={**HEADERS, "Cache-Control": "no-cache"})

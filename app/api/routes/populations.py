@@ -9,8 +9,10 @@ from fastapi import APIRouter, Query, Response, status
 from app import crud
 from app.api.deps import ReadKeyDep, RedisDep, SessionDep, SettingsDep, WriteKeyDep
 from app.errors import NotFound
-from app.schemas import (COMMON_ERRORS, ErrorPublic, PopulationCreate, PopulationPublic, PopulationsPublic,
-                         population_public)
+from app.population_rounds import round_model, rounds_public
+from app.schemas import (COMMON_ERRORS, ErrorPublic, PopulationCreate, PopulationPublic, PopulationRoundsPublic,
+                         PopulationsPublic, RoundsQuery, TraceQuery, population_public)
+from understudy.traces import render, sample_trace
 
 router = APIRouter(prefix="/v1/populations", tags=["populations"])
 
@@ -59,3 +61,41 @@ def read_populations(session: SessionDep, caller: ReadKeyDep, skip: Annotated[in
                                                owner=crud.visible_owner(caller))
     data = [population_public(p, crud.population_rows(session=session, population=p)) for p in populations]
     return PopulationsPublic(data=data, count=count)
+
+
+_ROUND_ERRORS = {404: {"model": ErrorPublic, "description": "no population has this id"},
+                 409: {"model": ErrorPublic, "description": "the population is not done (or no device ran)"},
+                 **COMMON_ERRORS}
+
+
+@router.get("/{population_id}/rounds", response_model=PopulationRoundsPublic, responses=_ROUND_ERRORS)
+def read_population_rounds(population_id: str, session: SessionDep, key: ReadKeyDep,
+                           query: Annotated[RoundsQuery, Query()]) -> PopulationRoundsPublic:
+    """The population's FL rounds: each device kind's download, local compute and upload, and for each K the
+    chance that K of the sampled clients finish, the expected round time and, with deadline_s, the chance that K
+    finish by it; deadline curves for the dashboard (understudy/rounds.py has the formulas)."""
+    population = crud.get_population(session=session, population_id=population_id)
+    if population is None:
+        raise NotFound(f"no population with id {population_id!r}")
+    rows = crud.refresh_population(session=session, population=population)
+    return rounds_public(population.id, round_model(population, rows, query.round_config()), query)
+
+
+@router.get("/{population_id}/trace", response_class=Response,
+            responses={200: {"description": "the trace file (a pickle for fedscale, CSV for csv, else JSON)",
+                             "content": {"application/json": {}, "text/csv": {}, "application/octet-stream": {}}},
+                       **_ROUND_ERRORS})
+def read_population_trace(population_id: str, session: SessionDep, key: ReadKeyDep,
+                          query: Annotated[TraceQuery, Query()]) -> Response:
+    """A per-client trace of the population for an FL simulator: `clients` clients drawn from the fleet's weights,
+    each one's download, compute and upload time in each of `rounds` rounds, availability and dropout, seeded.
+    Formats: fedscale (FedScale's device-capacity pickle), oort, flgo, appfl, csv, json (understudy/traces.py)."""
+    population = crud.get_population(session=session, population_id=population_id)
+    if population is None:
+        raise NotFound(f"no population with id {population_id!r}")
+    rows = crud.refresh_population(session=session, population=population)
+    model = round_model(population, rows, query.round_config())
+    trace = sample_trace(model, clients=query.clients, rounds=query.rounds, seed=query.seed)
+    rendered = render(trace, query.format, name=f"population-{population.id}", oort_threshold=query.oort_threshold)
+    return Response(rendered.body, media_type=rendered.media_type,
+                    headers={"Content-Disposition": f'attachment; filename="{rendered.filename}"'})

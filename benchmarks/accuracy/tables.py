@@ -1,0 +1,97 @@
+"""Markdown tables of issue 10's accuracy reports, printed from their JSON files (so the README's figures are the
+runs' own): leave-one-GPU-out for both estimators, the H200 self-prediction, memory and calibration.
+
+    python benchmarks/accuracy/tables.py benchmarks/accuracy
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+TIMM_LIMIT = {"hostaware": 10.0, "analytic": 15.0}
+LAMBDA_LIMIT = {"hostaware": 12.0, "analytic": 20.0}
+
+
+def logo_tables(folder: Path) -> None:
+    reports = {kind: json.loads((folder / f"{kind}-logo.json").read_text()) for kind in ("hostaware", "analytic")}
+    print("| timm file (constants chosen without its GPU) | rows | hostaware MAPE (bias) | analytic MAPE (bias) |")
+    print("|---|---|---|---|")
+    names = sorted(k for k in reports["analytic"]["scores"] if k.startswith("timm"))
+    for name in names:
+        cells = []
+        for kind in ("hostaware", "analytic"):
+            score = reports[kind]["scores"].get(name)
+            if score is None:
+                cells.append("—")
+                continue
+            mark = "" if score["mape"] <= TIMM_LIMIT[kind] else " ✗"
+            cells.append(f"{score['mape']:.1f} % ({score['bias']:+.0f} %){mark} n={score['n']}")
+        print(f"| {name} | {reports['analytic']['scores'][name]['n']} | {cells[0]} | {cells[1]} |")
+    print()
+    print("| Lambda GPU, precision (ratio to the RTX 3090) | hostaware ratio error | analytic ratio error |")
+    print("|---|---|---|")
+    for name in sorted(k for k in reports["analytic"]["scores"] if k.startswith("lambda")):
+        cells = []
+        for kind in ("hostaware", "analytic"):
+            score = reports[kind]["scores"].get(name)
+            if score is None:
+                cells.append("—")
+                continue
+            mark = "" if score["ratio_error"] <= LAMBDA_LIMIT[kind] else " ✗"
+            cells.append(f"{score['ratio_error']:.1f} % ({score['bias']:+.0f} %){mark}")
+        print(f"| {name.removeprefix('lambda ')} | {cells[0]} | {cells[1]} |")
+    host = sorted(k for k in reports["analytic"]["scores"] if k.startswith("h200-host"))
+    if host:
+        print()
+        print("| the H200's own rows, analytic with constants chosen on the two GeForce cards alone | rows | MAPE (bias) |")
+        print("|---|---|---|")
+        for name in host:
+            score = reports["analytic"]["scores"][name]
+            print(f"| {name} | {score['n']} | {score['mape']:.1f} % ({score['bias']:+.0f} %) |")
+
+
+def self_table(folder: Path) -> None:
+    report = json.loads((folder / "self" / "self-prediction.json").read_text())
+    print("| set (H200 predicting itself, analytic) | workloads | MAPE | bias | worst | predicted / measured peak memory |")
+    print("|---|---|---|---|---|---|")
+    for name, score in report.items():
+        print(f"| {name} | {score['n']} | {score['mape']:.1f} % | {score['bias']:+.1f} % | {score['worst']} | "
+              f"{score['memory_predicted_over_measured_median']} |")
+
+
+def calibration_table(folder: Path) -> None:
+    for kind in ("hostaware", "analytic"):
+        path = folder / f"calibration-{kind}.json"
+        if not path.exists():
+            continue
+        report = json.loads(path.read_text())
+        print(f"| {kind}: timm file | rows | uncalibrated | k = 3 | k = 5 | k = 10 |")
+        print("|---|---|---|---|---|---|")
+        for name, score in report["files"].items():
+            ks = [score.get(f"k={k}", {}).get("mean") for k in (3, 5, 10)]
+            print(f"| {name} | {score['rows']} | {score['uncalibrated_mape']:.1f} % | "
+                  + " | ".join(f"{k:.1f} %" if k is not None else "—" for k in ks) + " |")
+        print()
+
+
+def memory_table(folder: Path) -> None:
+    report = json.loads((folder / "memory.json").read_text())
+    print("| timm inference file | back-off rows | both facts right | fits at the recorded batch | OOM at the next "
+          "larger | rows at the usual batch called fitting |")
+    print("|---|---|---|---|---|---|")
+    for name, score in report["files"].items():
+        print(f"| {name} | {score['backoff_rows']} | {score['backoff_both_right']} % | {score['fits_at_recorded']} % | "
+              f"{score['oom_above']} % | {score['usual_batch_fit_right']} % of {score['usual_batch_rows']} |")
+
+
+def main() -> None:
+    folder = Path(sys.argv[1])
+    for table in (logo_tables, self_table, memory_table, calibration_table):
+        table(folder)
+        print()
+
+
+if __name__ == "__main__":
+    main()
