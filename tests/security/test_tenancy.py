@@ -53,6 +53,8 @@ def test_a_key_sees_only_its_own_populations_and_a_list_is_capped(client, keys, 
     population = created.json()["id"]
 
     assert client.get(f"/v1/populations/{population}", headers=keys.b).status_code == 404
+    assert client.get(f"/v1/populations/{population}/rounds", headers=keys.b).status_code == 404
+    assert client.get(f"/v1/populations/{population}/trace", headers=keys.b).status_code == 404
     assert client.get("/v1/populations", headers=keys.b).json()["count"] == 0
     assert client.get("/v1/populations", headers=keys.a).json()["count"] == 1
     assert client.get("/v1/populations?limit=500", headers=keys.a).status_code == 422

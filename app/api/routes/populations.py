@@ -69,12 +69,13 @@ _ROUND_ERRORS = {404: {"model": ErrorPublic, "description": "no population has t
 
 
 @router.get("/{population_id}/rounds", response_model=PopulationRoundsPublic, responses=_ROUND_ERRORS)
-def read_population_rounds(population_id: str, session: SessionDep, key: ReadKeyDep,
+def read_population_rounds(population_id: str, session: SessionDep, caller: ReadKeyDep,
                            query: Annotated[RoundsQuery, Query()]) -> PopulationRoundsPublic:
     """The population's FL rounds: each device kind's download, local compute and upload, and for each K the
     chance that K of the sampled clients finish, the expected round time and, with deadline_s, the chance that K
     finish by it; deadline curves for the dashboard (understudy/rounds.py has the formulas)."""
-    population = crud.get_population(session=session, population_id=population_id)
+    population = crud.get_population(session=session, population_id=population_id,
+                                     owner=crud.visible_owner(caller))
     if population is None:
         raise NotFound(f"no population with id {population_id!r}")
     rows = crud.refresh_population(session=session, population=population)
@@ -85,12 +86,13 @@ def read_population_rounds(population_id: str, session: SessionDep, key: ReadKey
             responses={200: {"description": "the trace file (a pickle for fedscale, CSV for csv, else JSON)",
                              "content": {"application/json": {}, "text/csv": {}, "application/octet-stream": {}}},
                        **_ROUND_ERRORS})
-def read_population_trace(population_id: str, session: SessionDep, key: ReadKeyDep,
+def read_population_trace(population_id: str, session: SessionDep, caller: ReadKeyDep,
                           query: Annotated[TraceQuery, Query()]) -> Response:
     """A per-client trace of the population for an FL simulator: `clients` clients drawn from the fleet's weights,
     each one's download, compute and upload time in each of `rounds` rounds, availability and dropout, seeded.
     Formats: fedscale (FedScale's device-capacity pickle), oort, flgo, appfl, csv, json (understudy/traces.py)."""
-    population = crud.get_population(session=session, population_id=population_id)
+    population = crud.get_population(session=session, population_id=population_id,
+                                     owner=crud.visible_owner(caller))
     if population is None:
         raise NotFound(f"no population with id {population_id!r}")
     rows = crud.refresh_population(session=session, population=population)
