@@ -24,6 +24,7 @@ from engine.measurement_log import MeasurementLog
 from engine.probe import load_nvml, probe_host
 from engine.restrict import reset_clocks
 
+
 def measuring_order(setting: HostSetting) -> tuple[bool, float]:
     """Green contexts first, from the fewest SMs up; the whole GPU (and MPS, a process of its own) after them.
 
@@ -62,8 +63,8 @@ class Engine:
         else:
             self.nvml = nvml if nvml is not None else load_nvml()
         self.host = host or probe_host(gpu_index, self.nvml)
-        # Fits the estimators keep between predictions (engine.estimators.calibrated's, by its fit_key); the
-        # service's worker stores them with the calibration across jobs.
+        # Fits the estimators keep between predictions (engine.estimators.calibrated's: the correction and the base's
+        # predictions of the points, by its fit_key); the service's worker stores them with the calibration across jobs.
         self.fits: dict[str, dict[str, Any]] = {}
         if self.host.has_gpu and self.settings.allow_clock_lock and self.nvml is not None:
             # An earlier run may have died holding a lock.

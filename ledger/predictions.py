@@ -2,14 +2,14 @@
 service, the reconciler and the CLI's local cache.
 
     (new) --insert_queued--> queued --claim--> running --finish--> done | oom | failed
-                               ^                  |
-                               +--requeue_lost----+        (the reconciler: its job or its worker is gone)
-    failed --requeue_failed--> queued                      (asked again: a failure is not cached)
-    queued | running --give_up / fail_job--> failed        (it kept dying, or its job's process died)
-    running --fail_held--> failed                          (the job that holds it raised)
+    queued | running --requeue_lost--> queued      (the reconciler: its job or its worker is gone)
+    queued | running --give_up, fail_job--> failed (it kept losing its worker; its job's process died)
+    running --fail_held--> failed                  (the job that holds it raised)
+    failed --requeue_failed--> queued              (asked again: a failure is not cached)
 
-Each transition is one conditional UPDATE on the state the caller last saw (status, job, worker), so two reconcilers,
-or a reconciler and a request, never both move the same row, and a job only runs rows that still name it. The
+Each transition holds only in the state the caller last saw (an UPDATE guarded by status, job and worker; an INSERT
+that skips an existing key; a locked read before a result is written), so two reconcilers, or a reconciler and a
+request, never both move the same row, and a job only runs rows that still name it. The
 caller owns the session and commits. `save_result` is the CLI's: one process, no queue, an upsert by cache key.
 """
 

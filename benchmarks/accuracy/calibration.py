@@ -24,8 +24,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fit_constants import HOSTAWARE_HELD, Priced, group_of, load_samples, predict_with_shares  # noqa: E402
-from understudy.calibration import CLASSES, PRIOR_POINTS, FitPoint, fit_correction  # noqa: E402
+from fit_constants import HOSTAWARE_HELD, Priced, group_of, load_samples, predict_with_shares
+from understudy.calibration import CLASSES, PRIOR_POINTS, FitPoint, fit_correction
 
 CHOSEN_WITHOUT = {"GeForce RTX 3090": "chosen_on_rtx4090", "GeForce RTX 4090": "chosen_on_rtx3090"}
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from understudy.workload import Workload, workload_from_row  # noqa: E402
-from engine.counting import WorkloadCounts  # noqa: E402
-from evaluation.evaluate import read_rows  # noqa: E402
+from understudy.workload import Workload, workload_from_row
+from engine.counting import WorkloadCounts
+from evaluation.evaluate import read_rows
 
 
 class _Unpickler(pickle.Unpickler):

@@ -11,7 +11,7 @@ if [ -n "${PRIOR:-}" ]; then cp "$PRIOR"/*.jsonl "$OUT"/; fi
 export UNDERSTUDY_TIMED_WINDOWS=5 UNDERSTUDY_WINDOW_MS=10 CUDA_DEVICE_ORDER=PCI_BUS_ID PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,power.limit,memory.used --format=csv
 python3 -c "import torch, timm; print(torch.__version__, timm.__version__, torch.backends.cudnn.version())"
-E="python3 -m understudy.cli evaluate --seed 0 --measure-only --estimators hostaware --workload-timeout-s 45"
+E="python3 -m cli evaluate --seed 0 --measure-only --estimators hostaware --workload-timeout-s 45"
 NHWC_BUDGET=${NHWC_BUDGET:-500} SELF_BUDGET=${SELF_BUDGET:-340}
 ( $E .gt/timm-infer-amp-nhwc-*.csv --out /tmp/n0 --log "$OUT/nhwc.jsonl" --sample 150 --max-measured-ms 1000 \
     --budget-s "$NHWC_BUDGET" --gpu 0 > "$OUT/nhwc.txt" 2>&1 ) &

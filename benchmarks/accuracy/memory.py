@@ -24,12 +24,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from count_cache import read_cache  # noqa: E402
-from understudy.catalog import catalog  # noqa: E402
-from understudy.workload import workload_from_row  # noqa: E402
-from engine.counting import WorkloadCounts  # noqa: E402
-from engine.estimators.memory import ALLOCATOR, AllocatorModel, fits, predict_memory  # noqa: E402
-from evaluation.evaluate import read_rows  # noqa: E402
+from count_cache import read_cache
+from understudy.catalog import catalog
+from understudy.workload import workload_from_row
+from engine.counting import WorkloadCounts
+from engine.estimators.memory import ALLOCATOR, AllocatorModel, fits, predict_memory
+from evaluation.evaluate import read_rows
 
 
 def decay_step(batch: int) -> int:

@@ -23,15 +23,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from count_cache import load_counts  # noqa: E402
-from understudy.catalog import catalog  # noqa: E402
-from understudy.results import HostSetting  # noqa: E402
-from understudy.workload import workload_from_row  # noqa: E402
-from engine.estimators.analytic import EFFICIENCY  # noqa: E402
-from engine.estimators.memory import predict_memory  # noqa: E402
-from engine.estimators.roofline import roofline_ms  # noqa: E402
-from evaluation.evaluate import read_rows  # noqa: E402
-from engine.measurement_log import MeasurementLog  # noqa: E402
+from count_cache import load_counts
+from understudy.catalog import catalog
+from understudy.results import HostSetting
+from understudy.workload import workload_from_row
+from engine.estimators.analytic import EFFICIENCY
+from engine.estimators.memory import predict_memory
+from engine.estimators.roofline import roofline_ms
+from evaluation.evaluate import read_rows
+from engine.measurement_log import MeasurementLog
 
 WORKLOADS = Path(__file__).resolve().parent / "self" / "workloads.csv"
 H200 = "h200-sxm-141-gb"
@@ -55,7 +55,7 @@ def main() -> None:
                 measured[workload.digest()] = (row, workload, found)
     counts = load_counts([w for _, w, _ in measured.values()], args.counts_cache)
     groups: dict[str, list[dict]] = defaultdict(list)
-    for digest, (row, workload, found) in sorted(measured.items(), key=lambda item: item[1][0]["model"]):
+    for digest, (_row, workload, found) in sorted(measured.items(), key=lambda item: item[1][0]["model"]):
         if counts.get(digest) is None:
             continue
         predicted = sum(roofline_ms(counts[digest], target, workload.precision, EFFICIENCY,

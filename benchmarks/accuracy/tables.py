@@ -16,8 +16,8 @@ LAMBDA_LIMIT = {"hostaware": 12.0, "analytic": 20.0}
 
 def logo_tables(folder: Path) -> None:
     reports = {kind: json.loads((folder / f"{kind}-logo.json").read_text()) for kind in ("hostaware", "analytic")}
-    print("| timm file (constants chosen without its GPU) | rows | hostaware MAPE (bias) | analytic MAPE (bias) |")
-    print("|---|---|---|---|")
+    print("| timm file (constants chosen without its GPU) | hostaware MAPE (bias), rows | analytic MAPE (bias), rows |")
+    print("|---|---|---|")
     names = sorted(k for k in reports["analytic"]["scores"] if k.startswith("timm"))
     for name in names:
         cells = []
@@ -28,7 +28,7 @@ def logo_tables(folder: Path) -> None:
                 continue
             mark = "" if score["mape"] <= TIMM_LIMIT[kind] else " ✗"
             cells.append(f"{score['mape']:.1f} % ({score['bias']:+.0f} %){mark} n={score['n']}")
-        print(f"| {name} | {reports['analytic']['scores'][name]['n']} | {cells[0]} | {cells[1]} |")
+        print(f"| {name} | {cells[0]} | {cells[1]} |")
     print()
     print("| Lambda GPU, precision (ratio to the RTX 3090) | hostaware ratio error | analytic ratio error |")
     print("|---|---|---|")
@@ -45,7 +45,8 @@ def logo_tables(folder: Path) -> None:
     host = sorted(k for k in reports["analytic"]["scores"] if k.startswith("h200-host"))
     if host:
         print()
-        print("| the H200's own rows, analytic with constants chosen on the two GeForce cards alone | rows | MAPE (bias) |")
+        print("| the H200's own rows, analytic with constants chosen on the two GeForce cards alone | rows "
+              "| MAPE (bias) |")
         print("|---|---|---|")
         for name in host:
             score = reports["analytic"]["scores"][name]
@@ -54,7 +55,8 @@ def logo_tables(folder: Path) -> None:
 
 def self_table(folder: Path) -> None:
     report = json.loads((folder / "self" / "self-prediction.json").read_text())
-    print("| set (H200 predicting itself, analytic) | workloads | MAPE | bias | worst | predicted / measured peak memory |")
+    print("| set (H200 predicting itself, analytic) | workloads | MAPE | bias | worst "
+          "| predicted / measured peak memory |")
     print("|---|---|---|---|---|---|")
     for name, score in report.items():
         print(f"| {name} | {score['n']} | {score['mape']:.1f} % | {score['bias']:+.1f} % | {score['worst']} | "

@@ -28,8 +28,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from understudy.catalog import TargetSpec
 from understudy.estimator_info import estimator_info
 from understudy.results import HostInfo, HostSetting, Measurement
@@ -56,8 +54,9 @@ class HostAwareConstants:
     reuse: L2Reuse
 
 
-# Chosen by benchmarks/accuracy/fit_constants.py on the RTX 3090 inference rows measured on the H200 and reported
-# on the RTX 4090 rows and the training rows they were not chosen on (benchmarks/accuracy/README.md). L2 reuse is
+# Chosen by benchmarks/accuracy/fit_constants.py --logo on every timm row measured on the H200 ("chosen_on_all" in
+# hostaware-logo.json); each development GPU's rows are reported with constants chosen without them
+# (benchmarks/accuracy/README.md). L2 reuse is
 # not fitted: a kernel whose traffic fits in half the L2 (the chips' two partitions) is served from it entirely.
 # The fit gives the host's tensor time little weight (tensor=0.23): the H200's tensor cores finish its matrix math
 # so fast that the target's is better priced by the roofline half of the blend. e and c are held at the values
@@ -65,8 +64,7 @@ class HostAwareConstants:
 # their datasheet bandwidth ratio and the fit is flat in both.
 CONSTANTS = HostAwareConstants(
     scaling=HostScaling(tensor=0.2354, simt=1.3243, bandwidth_efficiency=1.012, bytes_per_sm_cycle=144.1),
-    roofline=Efficiency(tensor=0.866, simt=0.1797, memory=1.3369, launch_us=5.0, matmul32=1.133, layout=0.014,
-                        tensor_flop_per_sm_cycle=1517.0, training_overhead=1.1),
+    roofline=Efficiency(tensor=0.866, simt=0.1797, memory=1.3369, launch_us=5.0, matmul32=1.133, layout=0.014),
     reuse=L2Reuse(fraction=1.0, usable=0.5),
 )
 

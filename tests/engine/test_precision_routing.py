@@ -58,10 +58,12 @@ def test_fp32_vit_matmuls_are_plain_fp32_work_and_its_patch_convolution_tf32() -
 def test_the_tensor_rate_is_capped_by_what_an_sm_can_be_fed_per_cycle() -> None:
     # 1,000 FLOP per SM and cycle x 10 SMs x 1 GHz = 10 TFLOPS, under the 40 TFLOPS peak: 1 TFLOP takes 100 ms.
     fed = Efficiency(tensor=1.0, simt=0.05, memory=1.0, launch_us=0.0, tensor_flop_per_sm_cycle=1000.0)
-    assert roofline_ms(WorkloadCounts(ops=[("tensor", 1e12, 0.0)]), GPU, "amp-fp16", fed)["tensor"] == pytest.approx(100)
+    priced = roofline_ms(WorkloadCounts(ops=[("tensor", 1e12, 0.0)]), GPU, "amp-fp16", fed)
+    assert priced["tensor"] == pytest.approx(100)
 
 
 def test_memory_bandwidth_is_capped_by_the_bytes_an_sm_keeps_in_flight() -> None:
     # 10 bytes per SM and cycle x 10 SMs x 1 GHz = 100 GB/s, under the 1000 GB/s peak: 1 GB takes 10 ms.
     issued = Efficiency(tensor=1.0, simt=0.05, memory=1.0, launch_us=0.0, bytes_per_sm_cycle=10.0)
-    assert roofline_ms(WorkloadCounts(ops=[("memory", 0.0, 1e9)]), GPU, "amp-fp16", issued)["other"] == pytest.approx(10)
+    priced = roofline_ms(WorkloadCounts(ops=[("memory", 0.0, 1e9)]), GPU, "amp-fp16", issued)
+    assert priced["other"] == pytest.approx(10)
