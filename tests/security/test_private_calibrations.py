@@ -35,7 +35,7 @@ def test_another_keys_poisoned_calibration_changes_nothing_for_mine(client, redi
 
     assert before["status"] == after["status"] == "done", (before, after)
     assert after["latency"]["min_ms"] == before["latency"]["min_ms"]
-    assert theirs["latency"]["min_ms"] > 1000 * before["latency"]["min_ms"]  # B's own requests use B's points
+    assert theirs["latency"]["min_ms"] > 10 * before["latency"]["min_ms"]  # B's own requests use B's points
 
 
 def test_a_key_without_a_calibration_of_its_own_is_not_given_another_keys(client, keys, configure):
