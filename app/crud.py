@@ -12,28 +12,39 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from redis import Redis
-from rq import Queue
-from sqlalchemy import func, or_, select
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from app.errors import Conflict, FieldError
+from app.errors import Conflict, FieldError, NotFound, ServiceUnavailable, TooManyRequests
 from app.schemas import CalibrationCreate, PopulationCreate, PredictionCreate
+from app.security import Caller
+from ledger.admission import admit, estimate_seconds, job_started
 from understudy.calibration import CalibrationSet
 from understudy.catalog import InlineTarget, TargetSpec, resolve_target
-from ledger.dispatch import enqueue, new_job_id
+from ledger.dispatch import enqueue, new_job_id, rq_queue
 from understudy.estimator_info import (CALIBRATED_ESTIMATOR, DEFAULT_CPU_ESTIMATOR, DEFAULT_GPU_ESTIMATOR,
                                        estimator_info, estimator_version)
 from understudy.keys import CacheIdentity, cache_identity, cache_key
 from understudy.populations import DeviceLatency, ExcludedDevice, PopulationSummary, summarize
-from ledger.queues import CPU_QUEUE, GPU_QUEUE_PREFIX, is_gpu_queue
+from ledger.queues import CPU_QUEUE, GPU_QUEUE_PREFIX, alive_key, is_gpu_queue
 from understudy.results import Status
 from understudy.settings import Settings
-from ledger.models import ApiKey, Calibration, Host, Population, Prediction, new_id, utcnow
+from ledger.models import Calibration, Host, Population, Prediction, PredictionOwner, new_id, utcnow
 from ledger.calibrations import calibration_digest
 from ledger.predictions import insert_queued, new_row, requeue_failed
 from understudy.workload import Workload
 
 CACHED_STATES = (Status.done.value, Status.oom.value)
+ANONYMOUS = "anonymous"  # the owner admission control charges when the service runs without keys
+
+
+def visible_owner(caller: Caller | None) -> str | None:
+    """Whose rows a caller sees: a key its own; None (every row) for an admin key, or for a reader without a key
+    where the operator left reads open (UNDERSTUDY_READ_REQUIRES_KEY=false)."""
+    if caller is None or caller.admin:
+        return None
+    return caller.key_id
 
 
 # --- hosts ------------------------------------------------------------------------------------------------------
@@ -70,7 +81,17 @@ def live_gpu_hosts(*, session: Session, settings: Settings) -> list[Host]:
 
 
 def queue_depths(redis: Redis, names: list[str]) -> dict[str, int]:
-    return {name: Queue(name, connection=redis).count for name in names}
+    return {name: rq_queue(redis, name).count for name in names}
+
+
+def has_live_worker(*, session: Session, redis: Redis, settings: Settings, queue: str) -> bool:
+    """Whether a worker that serves this queue is alive now: a fresh heartbeat in the hosts table and its liveness
+    key in Redis (which expires UNDERSTUDY_LOCK_TTL_S after the worker stops refreshing it)."""
+    fresh = session.scalars(select(Host).where(
+        Host.last_heartbeat >= func.now() - timedelta(seconds=settings.host_stale_s))).all()
+    tokens = [str(host.info.get("worker")) for host in fresh
+              if queue in ((host.info or {}).get("queues") or [host.host_class]) and (host.info or {}).get("worker")]
+    return any(redis.exists(alive_key(token)) for token in tokens)
 
 
 # --- where a request goes ---------------------------------------------------------------------------------------
@@ -144,15 +165,26 @@ def place(*, session: Session, redis: Redis, settings: Settings, request: Predic
 
 
 def place_calibrated(*, session: Session, redis: Redis, settings: Settings, request: PredictionCreate,
-                     workload: Workload, specs: list[TargetSpec]) -> tuple[Placement, list[CacheIdentity]]:
-    """The calibrated estimator goes where its base goes; each target's identity names its latest calibration."""
-    found = latest_calibrations(session=session, target_ids=[spec.id for spec in specs])
+                     workload: Workload, specs: list[TargetSpec],
+                     caller: Caller | None) -> tuple[Placement, list[CacheIdentity], list[Calibration]]:
+    """The calibrated estimator goes where its base goes; each target's identity names the calibration it uses: the
+    one the request names by id for its target, else the caller's own latest for that target (never another key's)."""
+    found = latest_calibrations(session=session, target_ids=[spec.id for spec in specs],
+                                owner=caller.key_id if caller is not None else None)
+    if request.calibration is not None:
+        named = session.get(Calibration, request.calibration)
+        if named is None:
+            raise NotFound(f"no calibration with id {request.calibration!r}")
+        if named.target_id not in {spec.id for spec in specs}:
+            raise FieldError("calibration", f"calibration {named.id} is of target {named.target_id}, which is not "
+                                            "among the request's targets")
+        found[named.target_id] = named
     missing = list({spec.id: spec for spec in specs if spec.id not in found}.values())
     if missing:
-        named = ", ".join(f"{spec.name} ({spec.id})" for spec in missing)
-        raise Conflict(f"estimator 'calibrated' needs a calibration of each target and {named} has none: POST a few "
-                       f"measured step times to /v1/targets/{missing[0].id}/calibrations first (catalog targets "
-                       "only), or ask for another estimator")
+        named_missing = ", ".join(f"{spec.name} ({spec.id})" for spec in missing)
+        raise Conflict(f"estimator 'calibrated' needs a calibration of each target and {named_missing} has none of "
+                       f"yours: POST a few measured step times to /v1/targets/{missing[0].id}/calibrations first "
+                       "(catalog targets only), name one by its id in \"calibration\", or ask for another estimator")
     bases = sorted({found[spec.id].base_estimator for spec in specs})
     if len(bases) > 1:
         raise Conflict(f"the targets' calibrations correct different base estimators ({', '.join(bases)}); ask for "
@@ -163,7 +195,7 @@ def place_calibrated(*, session: Session, redis: Redis, settings: Settings, requ
                                  calibration_digest(found[spec.id])) for spec in specs]
     placement = Placement(cache_identity(CALIBRATED_ESTIMATOR, estimator_version(CALIBRATED_ESTIMATOR, settings),
                                          base.gpu_fingerprint), base.host_class, base.gpu_fingerprint)
-    return placement, identities
+    return placement, identities, [found[spec.id] for spec in specs]
 
 
 # --- predictions ------------------------------------------------------------------------------------------------
@@ -191,40 +223,109 @@ def resolve_targets(items: list[str | InlineTarget], settings: Settings) -> list
     return [resolve_target(item) for item in items]
 
 
-def create_predictions(*, session: Session, redis: Redis, settings: Settings,
-                       request: PredictionCreate) -> Created:
-    """Serve cached results, insert the missing rows (exactly once, whatever runs concurrently), queue one job."""
+def check_queue(*, session: Session, redis: Redis, settings: Settings, queue: str) -> None:
+    """503 when nothing would run a job put on this queue now."""
+    if settings.require_live_worker and not has_live_worker(session=session, redis=redis, settings=settings,
+                                                            queue=queue):
+        raise ServiceUnavailable(f"no live worker serves queue {queue!r}, so the job would wait for nobody; start "
+                                 "`understudy worker` (or try again once one runs)", retry_after_s=30)
+
+
+def charge(*, redis: Redis, settings: Settings, owner: str, queue: str, cost_s: float) -> None:
+    """Admit one job of `cost_s` estimated worker seconds for this owner, or raise 429 (this owner's limits) or 503
+    (the queue is full)."""
+    admission = admit(redis, owner=owner, queue=queue, cost_s=cost_s, budget_s=settings.work_budget_s,
+                      window_s=settings.work_window_s, max_waiting=settings.max_waiting_jobs_per_key,
+                      waiting_ttl_s=max(settings.job_timeout_s, settings.work_window_s) * 2,
+                      max_depth=settings.max_queue_depth)
+    if admission.admitted:
+        return
+    if admission.reason == "full":
+        raise ServiceUnavailable(f"queue {queue!r} holds {settings.max_queue_depth} waiting jobs "
+                                 "(UNDERSTUDY_MAX_QUEUE_DEPTH); try again later", retry_after_s=30)
+    if admission.reason == "waiting":
+        raise TooManyRequests(f"this key already has {settings.max_waiting_jobs_per_key} jobs waiting "
+                              f"(UNDERSTUDY_MAX_WAITING_JOBS_PER_KEY); try again when they have run",
+                              retry_after_s=min(admission.retry_after_s, 60))
+    raise TooManyRequests(f"this key has used its budget of {settings.work_budget_s:g} s of estimated worker time "
+                          f"per {settings.work_window_s:g} s (UNDERSTUDY_WORK_BUDGET_S; this request needs about "
+                          f"{cost_s:.0f} s); try again in {admission.retry_after_s} s",
+                          retry_after_s=admission.retry_after_s)
+
+
+def record_owner(*, session: Session, caller: Caller | None, rows: list[Prediction], request_id: str) -> None:
+    """Put the rows in the caller's history (a cached row is shared: it gains one more owner)."""
+    if caller is None or not rows:
+        return
+    ids = list(dict.fromkeys(row.id for row in rows))
+    # A repeated request (the hot path: a cached answer asked for again) writes nothing.
+    owned = set(session.scalars(select(PredictionOwner.prediction_id).where(
+        PredictionOwner.owner_id == caller.key_id, PredictionOwner.prediction_id.in_(ids))))
+    now = utcnow()
+    values = [{"prediction_id": row_id, "owner_id": caller.key_id, "request_id": request_id, "created_at": now}
+              for row_id in ids if row_id not in owned]
+    if values:
+        session.execute(insert(PredictionOwner).values(values).on_conflict_do_nothing())
+    session.commit()
+
+
+def create_predictions(*, session: Session, redis: Redis, settings: Settings, request: PredictionCreate,
+                       caller: Caller | None = None) -> Created:
+    """Serve cached results, admit and insert the missing rows (exactly once, whatever runs concurrently), queue
+    one job; every row goes into the caller's history."""
     workload = request.workload
     specs = resolve_targets(list(request.targets), settings)
+    calibrations: list[Calibration] | None = None
     if request.estimator == CALIBRATED_ESTIMATOR:
-        placement, identities = place_calibrated(session=session, redis=redis, settings=settings, request=request,
-                                                 workload=workload, specs=specs)
+        placement, identities, calibrations = place_calibrated(session=session, redis=redis, settings=settings,
+                                                               request=request, workload=workload, specs=specs,
+                                                               caller=caller)
     else:
+        if request.calibration is not None:
+            raise FieldError("calibration", "a calibration applies only with estimator 'calibrated'")
         placement = place(session=session, redis=redis, settings=settings, request=request, workload=workload,
                           specs=specs)
         identities = [placement.identity] * len(specs)
     keys = [cache_key(workload, spec, identity) for spec, identity in zip(specs, identities, strict=True)]
     identity_of = dict(zip(keys, identities, strict=True))
+    calibration_of = dict(zip(keys, calibrations, strict=True)) if calibrations is not None else {}
     request_id = uuid.uuid4().hex
 
     before = {row.cache_key: row for row in session.scalars(select(Prediction).where(Prediction.cache_key.in_(keys)))}
     cached = [key in before and before[key].status in CACHED_STATES for key in keys]
     if all(cached):
-        return Created(request_id, [before[key] for key in keys], cached, None)
+        rows_ = [before[key] for key in keys]
+        record_owner(session=session, caller=caller, rows=rows_, request_id=request_id)
+        return Created(request_id, rows_, cached, None)
     redis.ping()  # answer 503 before writing anything when the queue is down
 
-    now = utcnow()
-    job_id = new_job_id()
     unique: dict[str, TargetSpec] = {}
     for key, spec in zip(keys, specs, strict=True):
         unique.setdefault(key, spec)
+    to_run = [key for key in unique if key not in before or before[key].status == Status.failed.value]
+    owner = caller.key_id if caller is not None else ANONYMOUS
+    if to_run:
+        check_queue(session=session, redis=redis, settings=settings, queue=placement.host_class)
+        charge(redis=redis, settings=settings, owner=owner, queue=placement.host_class,
+               cost_s=estimate_seconds(workload, placement.estimator, len(to_run)))
+
+    now = utcnow()
+    job_id = new_job_id()
     fresh = [new_row(cache_key=key, workload=workload, target=unique[key], estimator=identity_of[key].estimator,
                      version=identity_of[key].version, host_class=placement.host_class, request_id=request_id)
              for key in sorted(unique) if key not in before]  # one lock order for every request: no deadlock
+    for row in fresh:
+        if row.cache_key in calibration_of:
+            # The job uses exactly this calibration (the worker never picks one by itself).
+            row.details = {"calibration_id": calibration_of[row.cache_key].id}
     ours = insert_queued(session, fresh, job_id=job_id, now=now)
     # A failed result is not cached: asking again runs it again (once, however many ask at the same moment).
     retry = sorted(key for key in unique if key in before and before[key].status == Status.failed.value)
     ours += requeue_failed(session, retry, job_id=job_id, request_id=request_id, now=now)
+    for key in retry:
+        if key in calibration_of:
+            session.execute(update(Prediction).where(Prediction.cache_key == key, Prediction.job_id == job_id)
+                            .values(details={"calibration_id": calibration_of[key].id}))
     session.commit()
 
     rows = {row.cache_key: row for row in session.scalars(
@@ -234,13 +335,24 @@ def create_predictions(*, session: Session, redis: Redis, settings: Settings,
         mine = set(ours)
         ordered = [rows[key].id for key in dict.fromkeys(keys) if rows[key].id in mine]
         # Should this fail, the rows wait in the ledger and the reconciler queues them once Redis is back.
-        enqueue(redis, settings, queue=placement.host_class, prediction_ids=ordered, job_id=job_id)
+        enqueue(redis, settings, queue=placement.host_class, prediction_ids=ordered, job_id=job_id, owner=owner)
         queued_job = job_id
+    elif to_run:
+        job_started(redis, queue=placement.host_class, owner=owner)  # another request queued them: nothing waits
+    record_owner(session=session, caller=caller, rows=list(rows.values()), request_id=request_id)
     return Created(request_id, [rows[key] for key in keys], cached, queued_job)
 
 
-def get_prediction(*, session: Session, prediction_id: str) -> Prediction | None:
-    return session.get(Prediction, prediction_id)
+def owned_by(owner: str) -> Any:
+    """Predictions in this owner's history."""
+    return Prediction.id.in_(select(PredictionOwner.prediction_id).where(PredictionOwner.owner_id == owner))
+
+
+def get_prediction(*, session: Session, prediction_id: str, owner: str | None = None) -> Prediction | None:
+    """The row, if the owner (None: anyone) has it in its history."""
+    if owner is None:
+        return session.get(Prediction, prediction_id)
+    return session.scalars(select(Prediction).where(Prediction.id == prediction_id, owned_by(owner))).first()
 
 
 @dataclass
@@ -255,9 +367,12 @@ class PredictionFilters:
     workload_digest: str | None = None
     request_id: str | None = None
     q: str | None = None  # free text: a substring of the model, target, estimator, host, status, id or error
+    owner: str | None = None  # only this key's history (None: every row)
 
     def conditions(self) -> list[Any]:
         out: list[Any] = []
+        if self.owner is not None:
+            out.append(owned_by(self.owner))
         if self.workload_digest:
             out.append(Prediction.workload_digest == self.workload_digest)
         if self.request_id:
@@ -323,7 +438,7 @@ def search_condition(text: str) -> Any:
 
 
 def create_population(*, session: Session, redis: Redis, settings: Settings, request: PopulationCreate,
-                      key: ApiKey | None) -> tuple[Population, dict[str, Prediction]]:
+                      caller: Caller | None) -> tuple[Population, dict[str, Prediction]]:
     """Merge the devices by target, predict every distinct target in one request, record the population."""
     merged: dict[str, tuple[str | InlineTarget, TargetSpec, float]] = {}
     for device in request.devices:
@@ -337,28 +452,33 @@ def create_population(*, session: Session, redis: Redis, settings: Settings, req
                                     "(UNDERSTUDY_MAX_TARGETS)")
     created = create_predictions(session=session, redis=redis, settings=settings, request=PredictionCreate(
         workload=request.workload, targets=[item for item, _, _ in merged.values()], estimator=request.estimator,
-        host=request.host))
+        host=request.host), caller=caller)
     members = [{"target_id": spec.id, "target_name": spec.name, "weight": weight, "prediction_id": row.id}
                for (_, spec, weight), row in zip(merged.values(), created.rows, strict=True)]
     population = Population(
         request_id=created.request_id, workload_digest=request.workload.digest(),
         workload=request.workload.canonical(), model=request.workload.model, estimator=created.rows[0].estimator,
         members=members, ks=list(request.k), slowest=request.slowest, weighting=request.weighting,
-        status="queued", created_by=key.id if key is not None else None,
+        status="queued", created_by=caller.key_id if caller is not None else None,
     )
     session.add(population)
     session.commit()
     return population, refresh_population(session=session, population=population)
 
 
-def get_population(*, session: Session, population_id: str) -> Population | None:
-    return session.get(Population, population_id)
+def get_population(*, session: Session, population_id: str, owner: str | None = None) -> Population | None:
+    population = session.get(Population, population_id)
+    if population is None or (owner is not None and population.created_by != owner):
+        return None
+    return population
 
 
-def list_populations(*, session: Session, skip: int = 0, limit: int = 100) -> tuple[list[Population], int]:
-    count = session.scalar(select(func.count()).select_from(Population)) or 0
-    rows = session.scalars(
-        select(Population).order_by(Population.created_at.desc(), Population.id).offset(skip).limit(limit)).all()
+def list_populations(*, session: Session, skip: int = 0, limit: int = 100,
+                     owner: str | None = None) -> tuple[list[Population], int]:
+    conditions = [Population.created_by == owner] if owner is not None else []
+    count = session.scalar(select(func.count()).select_from(Population).where(*conditions)) or 0
+    rows = session.scalars(select(Population).where(*conditions)
+                           .order_by(Population.created_at.desc(), Population.id).offset(skip).limit(limit)).all()
     return list(rows), int(count)
 
 
@@ -415,33 +535,37 @@ def summarize_population(population: Population, rows: dict[str, Prediction]) ->
 
 
 def create_calibration(*, session: Session, settings: Settings, target: TargetSpec, request: CalibrationCreate,
-                       key: ApiKey | None) -> Calibration:
+                       caller: Caller | None) -> Calibration:
     """Store a target's measured points; the calibrated estimator fits them when it predicts (it needs the base's
     predictions of the points, which a worker makes)."""
     base = request.base_estimator
     if base is None:
         base = DEFAULT_GPU_ESTIMATOR if live_gpu_hosts(session=session, settings=settings) else DEFAULT_CPU_ESTIMATOR
-    points = CalibrationSet(points=request.points, base_estimator=base)
+    points = CalibrationSet(points=[point.point() for point in request.points], base_estimator=base)
     row = Calibration(
         id=new_id(), target_id=target.id, base_estimator=base,
         points={"points": [{"workload": p.workload.canonical(), "measured_ms": p.measured_ms} for p in points.points]},
         parameters={"digest": points.digest(), "k": len(points.points), "fits": {}},
-        created_at=utcnow(), created_by=key.id if key is not None else None,
+        created_at=utcnow(), created_by=caller.key_id if caller is not None else None,
     )
     session.add(row)
     session.commit()
     return row
 
 
-def list_calibrations(*, session: Session, target_id: str) -> list[Calibration]:
-    return list(session.scalars(select(Calibration).where(Calibration.target_id == target_id)
+def list_calibrations(*, session: Session, target_id: str, owner: str | None = None) -> list[Calibration]:
+    """A target's calibrations, latest first: the owner's (None: everyone's)."""
+    conditions = [Calibration.created_by == owner] if owner is not None else []
+    return list(session.scalars(select(Calibration).where(Calibration.target_id == target_id, *conditions)
                                 .order_by(Calibration.created_at.desc(), Calibration.id)))
 
 
-def latest_calibrations(*, session: Session, target_ids: list[str]) -> dict[str, Calibration]:
-    """The latest calibration of each target that has one."""
+def latest_calibrations(*, session: Session, target_ids: list[str], owner: str | None) -> dict[str, Calibration]:
+    """The owner's latest calibration of each target it calibrated (owner None: the service runs without keys, and
+    its calibrations have no owner either)."""
     latest: dict[str, Calibration] = {}
-    for row in session.scalars(select(Calibration).where(Calibration.target_id.in_(set(target_ids)))
+    owned = Calibration.created_by == owner if owner is not None else Calibration.created_by.is_(None)
+    for row in session.scalars(select(Calibration).where(Calibration.target_id.in_(set(target_ids)), owned)
                                .order_by(Calibration.created_at.desc(), Calibration.id)):
         latest.setdefault(row.target_id, row)
     return latest

@@ -37,6 +37,10 @@ class ApiError(Exception):
         self.detail = detail
 
 
+class BadRequest(ApiError):
+    status_code = 400
+
+
 class NotFound(ApiError):
     status_code = 404
 
@@ -49,8 +53,16 @@ class Unauthorized(ApiError):
     status_code = 401
 
 
+class Forbidden(ApiError):
+    status_code = 403
+
+
 class ServiceUnavailable(ApiError):
     status_code = 503
+
+    def __init__(self, detail: str, retry_after_s: int = 5) -> None:
+        super().__init__(detail)
+        self.retry_after_s = max(1, retry_after_s)
 
 
 class PayloadTooLarge(ApiError):
@@ -119,16 +131,26 @@ def _unprocessable(errors: list[dict[str, str]]) -> JSONResponse:
 # --- handlers ---------------------------------------------------------------------------------------------------
 
 
+# A 422 names at most this many fields, each reason at most this long: a small body must not buy a large answer.
+MAX_ERRORS = 20
+MAX_REASON_CHARS = 500
+
+
 async def on_validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-    errors = []
+    errors: list[dict[str, str]] = []
     seen = set()
-    for error in exc.errors():
+    all_errors = exc.errors()
+    for error in all_errors:
+        if len(errors) >= MAX_ERRORS:
+            errors.append({"field": "body", "reason": "further errors not shown"})
+            break
         if error.get("type") == "json_invalid":
             item = {"field": "body", "reason": f"invalid JSON: {error.get('ctx', {}).get('error', error['msg'])}"}
         elif error.get("type") == "missing" and tuple(error.get("loc", ())) == ("body",):
             item = {"field": "body", "reason": "a JSON body is required"}
         else:
-            item = {"field": field_name(error.get("loc", ())), "reason": _reason(str(error.get("msg", "invalid")))}
+            item = {"field": field_name(error.get("loc", ())),
+                    "reason": _reason(str(error.get("msg", "invalid")))[:MAX_REASON_CHARS]}
         if (item["field"], item["reason"]) not in seen:
             seen.add((item["field"], item["reason"]))
             errors.append(item)
@@ -142,7 +164,7 @@ def api_error_response(exc: ApiError) -> JSONResponse:
         return _unprocessable([{"field": exc.field, "reason": exc.reason}])
     headers = {"WWW-Authenticate": "ApiKey"} if isinstance(exc, Unauthorized) else None
     if isinstance(exc, ServiceUnavailable):
-        headers = {"Retry-After": "5"}
+        headers = {"Retry-After": str(exc.retry_after_s)}
     if isinstance(exc, TooManyRequests):
         headers = {"Retry-After": str(exc.retry_after_s)}
     return _error(exc.status_code, exc.detail, headers=headers)

@@ -1,10 +1,10 @@
-"""Limits on what one client can send: a body size cap (413) and write rate limits per API key and per client
-address (429 with Retry-After). Both are plain ASGI middlewares, so a refused request costs no database round trip
-and never reaches a route, let alone the queue.
+"""Limits on what one client can send: a body size cap (413) and rate limits on writes and on reads, per API key
+and per client address (429 with Retry-After). Both are plain ASGI middlewares, so a refused request costs no
+database round trip and never reaches a route, let alone the queue.
 
 The rate limits are fixed windows counted in Redis (one INCR per limit, in one script call), so every API process
-shares them. Should Redis not answer, writes are let through: the limits protect the service, and a write that needs
-the queue gets its own 503 anyway.
+shares them. Should Redis not answer, requests are let through: the limits protect the service, and a write that
+needs the queue gets its own 503 anyway.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from redis.asyncio import Redis as AsyncRedis
 from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import ApiError, PayloadTooLarge, TooManyRequests, api_error_response
+from app.errors import ApiError, BadRequest, PayloadTooLarge, TooManyRequests, api_error_response
 from ledger.queues import KEY_PREFIX
 from understudy.settings import Settings, get_settings
 
@@ -52,20 +52,26 @@ def settings_of(scope: Scope) -> Settings:
     return overrides.get(get_settings, get_settings)()
 
 
-def _header(scope: Scope, name: bytes) -> bytes | None:
+def header(scope: Scope, name: bytes) -> bytes | None:
     for key, value in scope.get("headers") or ():
         if key == name:
             return value
     return None
 
 
-async def _answer(exc: ApiError, scope: Scope, receive: Receive, send: Send) -> None:
+async def answer(exc: ApiError, scope: Scope, receive: Receive, send: Send) -> None:
     await api_error_response(exc)(scope, receive, send)
 
 
 class BodySizeLimit:
-    """Refuse request bodies over UNDERSTUDY_MAX_BODY_BYTES with 413: by their Content-Length before reading them,
-    and, for chunked bodies that declare no length, once what arrived passes the limit."""
+    """Refuse request bodies over UNDERSTUDY_MAX_BODY_BYTES with 413, counting the bytes that actually arrive.
+
+    A declared Content-Length over the limit is refused before anything is read. Every body is then read here, in
+    full and counted, before the app sees it: a Content-Length that understates a chunked body, or a server that
+    reads past the declared length, cannot get more than the limit into the app. A request that declares both
+    Content-Length and Transfer-Encoding is refused (400): the two can disagree about where the body ends, which is
+    how requests are smuggled past a proxy.
+    """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -76,17 +82,18 @@ class BodySizeLimit:
             return
         limit = settings_of(scope).max_body_bytes
         too_large = PayloadTooLarge(f"the body is larger than {limit} bytes (UNDERSTUDY_MAX_BODY_BYTES)")
-        length = _header(scope, b"content-length")
-        if length is not None:
-            if not length.isdigit() or int(length) > limit:
-                await _answer(too_large, scope, receive, send)
-                return
-            await self.app(scope, receive, send)  # the server reads no more than the declared length
+        length = header(scope, b"content-length")
+        chunked = header(scope, b"transfer-encoding") is not None
+        if length is not None and chunked:
+            await answer(BadRequest("a request may not declare both Content-Length and Transfer-Encoding"), scope,
+                         receive, send)
             return
-        if _header(scope, b"transfer-encoding") is None:
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            await answer(too_large, scope, receive, send)
+            return
+        if length is None and not chunked:
             await self.app(scope, receive, send)  # no body at all
             return
-        # A chunked body: read it here (it is small or refused) and hand it on whole.
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -96,7 +103,7 @@ class BodySizeLimit:
             body = message.get("body", b"")
             size += len(body)
             if size > limit:
-                await _answer(too_large, scope, receive, send)
+                await answer(too_large, scope, receive, send)
                 return
             chunks.append(body)
             if not message.get("more_body", False):
@@ -113,8 +120,11 @@ class BodySizeLimit:
         await self.app(scope, replay, send)
 
 
-class WriteRateLimit:
-    """Count writes per API key and per client address in fixed windows; past a limit, 429 with Retry-After."""
+class RateLimit:
+    """Count requests per API key and per client address in fixed windows; past a limit, 429 with Retry-After.
+
+    Writes and reads of the API's resources (/v1/...) have limits of their own: a read costs a database query, and
+    an unlimited reader can hold every connection of the pool."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -126,33 +136,39 @@ class WriteRateLimit:
     def _redis(self, url: str) -> AsyncRedis:
         clients = self._clients.setdefault(get_running_loop(), {})
         if url not in clients:
-            # Short timeouts and no retries: a slow Redis must not hold up every write.
+            # Short timeouts and no retries: a slow Redis must not hold up every request.
             clients[url] = AsyncRedis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5, retry=None)
         return clients[url]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in WRITE_METHODS:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        write = scope["method"] in WRITE_METHODS
+        if not write and not scope["path"].startswith("/v1/"):
+            await self.app(scope, receive, send)  # health checks, the dashboard's files, the docs
+            return
         settings = settings_of(scope)
-        refusal = await self.check(scope, settings)
+        refusal = await self.check(scope, settings, write=write)
         if refusal is not None:
-            await _answer(refusal, scope, receive, send)
+            await answer(refusal, scope, receive, send)
             return
         await self.app(scope, receive, send)
 
-    async def check(self, scope: Scope, settings: Settings) -> TooManyRequests | None:
+    async def check(self, scope: Scope, settings: Settings, *, write: bool = True) -> TooManyRequests | None:
         """The 429 to answer, or None when every limit still has room."""
         window_ms = max(1, int(settings.rate_limit_window_s * 1000))
+        kind, per_key, per_ip = (("writes", settings.rate_limit_per_key, settings.rate_limit_per_ip) if write else
+                                 ("reads", settings.read_limit_per_key, settings.read_limit_per_ip))
         limits: list[tuple[str, int, str]] = []  # (counter key, limit, what it counts)
-        token = _header(scope, API_KEY_HEADER)
-        if settings.rate_limit_per_key and token:
+        token = header(scope, API_KEY_HEADER)
+        if per_key and token:
             # The key's hash names the counter: Redis never holds a key in clear.
             digest = hashlib.sha256(token).hexdigest()[:32]
-            limits.append((f"{KEY_PREFIX}rate:key:{digest}", settings.rate_limit_per_key, "this API key"))
+            limits.append((f"{KEY_PREFIX}rate:{kind}:key:{digest}", per_key, "this API key"))
         client = scope.get("client")
-        if settings.rate_limit_per_ip and client:
-            limits.append((f"{KEY_PREFIX}rate:ip:{client[0]}", settings.rate_limit_per_ip, "this address"))
+        if per_ip and client:
+            limits.append((f"{KEY_PREFIX}rate:{kind}:ip:{client[0]}", per_ip, "this address"))
         if not limits:
             return None
         try:
@@ -169,6 +185,6 @@ class WriteRateLimit:
             if count > limit:
                 window = f"{settings.rate_limit_window_s:g}"
                 return TooManyRequests(
-                    f"too many writes from {who}: at most {limit} per {window} s; try again in "
+                    f"too many {kind} from {who}: at most {limit} per {window} s; try again in "
                     f"{math.ceil(left_ms / 1000)} s", retry_after_s=math.ceil(left_ms / 1000))
         return None

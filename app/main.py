@@ -16,7 +16,8 @@ from app import errors
 from app.api.main import api_router
 from app.core.config import get_settings
 from app.core.db import db_engine, redis_for
-from app.limits import BodySizeLimit, WriteRateLimit
+from app.auth import ApiKeyGate
+from app.limits import BodySizeLimit, RateLimit
 from ledger.dispatch import reconcile
 
 log = logging.getLogger("understudy.api")
@@ -24,7 +25,8 @@ log = logging.getLogger("understudy.api")
 DESCRIPTION = """Predict a deep-learning workload's step time on GPUs you don't have.
 
 POST a workload and targets to `/v1/predictions`; poll each prediction by id. Results are cached by workload,
-target, estimator and host: the same request again is answered at once. Writes need an API key (`X-API-Key`).
+target, estimator and host: the same request again is answered at once. Reads and writes need an API key
+(`X-API-Key`); a key sees what it asked for, an admin key everything.
 """
 
 
@@ -58,11 +60,15 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 def create_app() -> FastAPI:
-    app = FastAPI(title="Understudy", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    # The documentation pages are app/api/routes/docs.py's, with their assets served from here (no CDN).
+    app = FastAPI(title="Understudy", version="0.1.0", description=DESCRIPTION, lifespan=lifespan, docs_url=None,
+                  redoc_url=None)
     errors.install(app)
-    # The last added runs first: rate limits, then the body size cap, then the routes.
+    # The last added runs first: rate limits, then the API key (before any body is read), then the body size cap,
+    # then the routes.
     app.add_middleware(BodySizeLimit)
-    app.add_middleware(WriteRateLimit)
+    app.add_middleware(ApiKeyGate)
+    app.add_middleware(RateLimit)
 
     app.include_router(api_router)
     return app

@@ -56,6 +56,12 @@ TargetRef = Annotated[
 TARGET_TAGS = ("catalog", "inline")
 EstimatorName = Annotated[str, StringConstraints(min_length=1, max_length=40), AfterValidator(_known_estimator)]
 
+# The most targets any request may list, whatever UNDERSTUDY_MAX_TARGETS says (which may only lower it): every
+# target is looked up while the body is validated, on the event loop.
+MAX_TARGETS_IN_SCHEMA = 256
+# Calibration points: each is predicted by the base estimator when the calibration is first fitted, in one job.
+MAX_CALIBRATION_POINTS = 50
+
 WORKLOAD_EXAMPLE: dict[str, Any] = {"model": "resnet50", "mode": "train", "batch_size": 64, "resolution": 224,
                     "precision": "amp-fp16", "optimizer": "sgd"}
 
@@ -77,7 +83,7 @@ class PredictionCreate(BaseModel):
 
     workload: Workload
     targets: list[TargetRef] = Field(
-        min_length=1, max_length=1000,
+        min_length=1, max_length=MAX_TARGETS_IN_SCHEMA,
         description="catalog ids or names (GET /v1/targets), or inline specs of GPUs not in the catalog",
     )
     estimator: EstimatorName | None = Field(
@@ -90,6 +96,11 @@ class PredictionCreate(BaseModel):
         default=None, min_length=1, max_length=200,
         description="for a GPU estimator: the registered host to measure on (its id, fingerprint or host class, "
                     "as GET /v1/hosts lists them); default: the best registered GPU host",
+    )
+    calibration: str | None = Field(
+        default=None, min_length=1, max_length=32, pattern=r"^[0-9a-f]+$",
+        description="with estimator calibrated: the id of the calibration to use for its target (anyone's, by id); "
+                    "default: the caller's own latest calibration of each target",
     )
 
 
@@ -277,11 +288,19 @@ def prediction_public(row: Prediction, cached: bool = False) -> PredictionPublic
     )
 
 
-def host_public(host: Host, alive: bool, queues: dict[str, int] | None) -> HostPublic:
+# What a worker's heartbeat says about its process that only an admin sees: a PID, the Redis key of its GPU lock and
+# the token that names it (with which a caller could impersonate its liveness).
+HOST_INTERNALS = ("pid", "lock", "worker")
+
+
+def host_public(host: Host, alive: bool, queues: dict[str, int] | None, internals: bool = False) -> HostPublic:
+    info = dict(host.info or {})
+    if not internals:
+        info = {key: value for key, value in info.items() if key not in HOST_INTERNALS}
     return HostPublic(
         id=host.id, host_class=host.host_class, gpu_name=host.gpu_name, fingerprint=host.fingerprint,
         last_heartbeat=host.last_heartbeat, alive=alive,
-        queue_depth=queues.get(host.host_class) if queues is not None else None, queues=queues, info=host.info,
+        queue_depth=queues.get(host.host_class) if queues is not None else None, queues=queues, info=info,
     )
 
 
@@ -323,7 +342,7 @@ class PopulationCreate(BaseModel):
 
     workload: Workload
     devices: list[PopulationDeviceCreate] = Field(
-        min_length=1, max_length=1000,
+        min_length=1, max_length=MAX_TARGETS_IN_SCHEMA,
         description="[{target, weight} or {target, count}]; one target listed twice adds up",
     )
     k: list[KValue] = Field(default_factory=lambda: [10], min_length=1, max_length=20,
@@ -520,6 +539,19 @@ def _not_calibrated_itself(value: str | None) -> str | None:
     return value
 
 
+class CalibrationPointCreate(BaseModel):
+    """One measurement as a request gives it: finite and plausible (a step from 10 us to 10 minutes)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workload: Workload
+    measured_ms: float = Field(ge=0.01, le=600_000, allow_inf_nan=False, strict=True,
+                               description="the measured step time in milliseconds")
+
+    def point(self) -> CalibrationPoint:
+        return CalibrationPoint(workload=self.workload, measured_ms=self.measured_ms)
+
+
 class CalibrationCreate(BaseModel):
     """A few real measurements of one target: workloads and their measured step times."""
 
@@ -532,8 +564,8 @@ class CalibrationCreate(BaseModel):
             "base_estimator": "analytic"}]},
     )
 
-    points: list[CalibrationPoint] = Field(
-        min_length=1, max_length=1000,
+    points: list[CalibrationPointCreate] = Field(
+        min_length=1, max_length=MAX_CALIBRATION_POINTS,
         description="measured step times of workloads on this target (the minimum over timed windows, in ms)",
     )
     base_estimator: Annotated[EstimatorName | None, AfterValidator(_not_calibrated_itself)] = Field(
@@ -563,3 +595,31 @@ def calibration_public(row: Calibration) -> CalibrationPublic:
     return CalibrationPublic(id=row.id, target_id=row.target_id, base_estimator=row.base_estimator, k=len(points),
                              digest=str((row.parameters or {}).get("digest", "")), points=points,
                              created_at=row.created_at)
+
+
+# --- API keys (admin) -------------------------------------------------------------------------------------------
+
+
+class ApiKeyCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=120, description="who or what uses the key")
+    admin: bool = Field(default=False, description="an admin key sees every owner's rows and manages keys")
+
+
+class ApiKeyPublic(BaseModel):
+    id: str
+    name: str
+    prefix: str = Field(description="the token's first characters, to recognise it by")
+    admin: bool
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+class ApiKeyCreatedPublic(ApiKeyPublic):
+    token: str = Field(description="the key itself, shown only in this answer: send it as X-API-Key")
+
+
+class ApiKeysPublic(BaseModel):
+    data: list[ApiKeyPublic]
+    count: int

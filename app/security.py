@@ -1,10 +1,12 @@
-"""API keys: a random token shown once; the store keeps its sha256 and a short prefix to find it by."""
+"""API keys: a random token shown once; the store keeps its sha256 and a short prefix to find it by. A key is an
+owner: it sees the rows it made; an admin key sees every owner's rows and manages keys."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import secrets
+from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -23,10 +25,23 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_api_key(*, session: Session, name: str) -> tuple[ApiKey, str]:
+@dataclass(frozen=True)
+class Caller:
+    """Who a request comes from: an API key's id, name and scope (copied out of its row, so it outlives the session)."""
+
+    key_id: str
+    name: str
+    admin: bool = False
+
+    @classmethod
+    def of(cls, key: ApiKey) -> Caller:
+        return cls(key_id=key.id, name=key.name, admin=bool(key.admin))
+
+
+def create_api_key(*, session: Session, name: str, admin: bool = False) -> tuple[ApiKey, str]:
     """A new key row and its token (the only time the token exists in clear)."""
     token = generate_token()
-    key = ApiKey(name=name, prefix=token[:PREFIX_CHARS], key_hash=hash_token(token))
+    key = ApiKey(name=name, prefix=token[:PREFIX_CHARS], key_hash=hash_token(token), admin=admin)
     session.add(key)
     session.commit()
     return key, token

@@ -164,14 +164,17 @@ def worker(
 @keys_cli.command("create", cls=Command)
 def keys_create(
     name: Annotated[str, typer.Option("--name", "-n", help="who or what uses the key")] = "default",
+    admin: Annotated[bool, typer.Option("--admin", help="sees every owner's rows and manages keys")] = False,
 ) -> None:
-    """Make an API key and print it once (the store keeps only its hash)."""
+    """Make an API key and print it once (the store keeps only its hash). A key sees the predictions,
+    populations and calibrations it made; an admin key sees all of them and manages keys."""
     from app.security import create_api_key
     from ledger.db import get_engine, session_scope
 
     with _store_errors(), session_scope(get_engine(_service_database())) as session:
-        key, token = create_api_key(session=session, name=name)
-        console.print(f"created key {key.id} ({name}); send it as the X-API-Key header. It is shown only now:")
+        key, token = create_api_key(session=session, name=name, admin=admin)
+        scope = "an admin key" if admin else "a key"
+        console.print(f"created {scope} {key.id} ({name}); send it as the X-API-Key header. It is shown only now:")
     sys.stdout.write(token + "\n")
 
 
@@ -186,7 +189,8 @@ def keys_list() -> None:
     with _store_errors(), session_scope(get_engine(_service_database())) as session:
         for key in session.scalars(select(ApiKey).order_by(ApiKey.created_at)):
             revoked = f" revoked {key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else ""
-            sys.stdout.write(f"{key.id}  {key.prefix}…  {key.name}  {key.created_at:%Y-%m-%d %H:%M}{revoked}\n")
+            admin = "  admin" if key.admin else ""
+            sys.stdout.write(f"{key.id}  {key.prefix}…  {key.name}  {key.created_at:%Y-%m-%d %H:%M}{admin}{revoked}\n")
 
 
 @keys_cli.command("revoke", cls=Command)

@@ -10,24 +10,30 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from redis import Redis
 from rq import Queue
 from rq.job import Job, JobStatus
-from sqlalchemy import Engine, select
+from rq.rate_limit import RateLimit
+from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 
 from ledger import predictions
-from ledger.queues import RUN_PREDICTIONS, alive_key
+from ledger.jobs import SERIALIZER, AllowListedJob
+from ledger.queues import KEY_PREFIX, RUN_PREDICTIONS, alive_key
 from understudy.results import Status
 from understudy.settings import Settings
 from ledger.models import Prediction, utcnow
 
 log = logging.getLogger(__name__)
 
-ACTIVE_JOB_STATES = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
+# A rate-limited job is held back by rq until its owner's earlier jobs end (enqueue): it will run.
+ACTIVE_JOB_STATES = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED,
+                     JobStatus.RATE_LIMITED}
 # Workers started by `understudy worker` carry tokens with this prefix and keep alive_key(token) fresh.
 WORKER_TOKEN_PREFIX = "us-"
 
@@ -50,9 +56,23 @@ def new_job_id() -> str:
     return "pred-" + uuid.uuid4().hex
 
 
-def enqueue(redis: Redis, settings: Settings, *, queue: str, prediction_ids: list[str], job_id: str) -> Job:
-    """Queue one job that runs these rows (one workload, one estimator, one host class) in one Engine.predict."""
-    return Queue(queue, connection=redis).enqueue_call(
+def rq_queue(redis: Redis, name: str) -> Queue:
+    """One of our queues, as rq sees it: JSON jobs, allow-listed functions."""
+    return Queue(name, connection=redis, serializer=SERIALIZER, job_class=AllowListedJob)
+
+
+def enqueue(redis: Redis, settings: Settings, *, queue: str, prediction_ids: list[str], job_id: str,
+            owner: str | None = None) -> Job:
+    """Queue one job that runs these rows (one workload, one estimator, one host class) in one Engine.predict.
+
+    A job with an owner (an API key id) keeps it in its meta, so the worker can tell admission control it started,
+    and shares rq's concurrency limit with that owner's other jobs on the queue: past
+    UNDERSTUDY_MAX_ACTIVE_JOBS_PER_KEY queued or running, rq holds it back until one ends. So the queue takes the
+    owners in turn, and a flood from one waits behind itself (ledger/admission.py)."""
+    limit = None
+    if owner and settings.max_active_jobs_per_key:
+        limit = RateLimit(key=f"{KEY_PREFIX}{queue}:{owner}", concurrency=settings.max_active_jobs_per_key)
+    return rq_queue(redis, queue).enqueue_call(
         RUN_PREDICTIONS,
         args=(list(prediction_ids),),
         job_id=job_id,
@@ -60,6 +80,8 @@ def enqueue(redis: Redis, settings: Settings, *, queue: str, prediction_ids: lis
         result_ttl=settings.job_record_ttl_s,
         failure_ttl=settings.job_record_ttl_s,
         description=f"predict {len(prediction_ids)} target(s) on {queue}",
+        meta={"owner": owner} if owner else None,
+        rate_limit=limit,
     )
 
 
@@ -104,13 +126,44 @@ def _lost(row: Prediction, job: Job | None, redis: Redis, alive: dict[str, bool]
     return False
 
 
+# The PostgreSQL advisory lock one reconciler holds while it runs (any constant that nothing else uses).
+RECONCILER_LOCK = 0x5553_5245_434F_4E43 & 0x7FFF_FFFF_FFFF_FFFF
+
+
+@contextmanager
+def only_reconciler(db: Engine) -> Iterator[bool]:
+    """Whether this process is now the one reconciler running, across every API and worker process.
+
+    A reconciler commits its claim on a row before it enqueues the row's job (the job must find the claim), so a
+    second reconciler looking in between would see a claimed row whose job Redis does not hold yet and claim it again.
+    One at a time, through a session-level advisory lock on a connection of its own, closes that window."""
+    if db.dialect.name != "postgresql":
+        yield True  # SQLite: one process
+        return
+    with db.connect() as connection:
+        got = bool(connection.scalar(text("SELECT pg_try_advisory_lock(:key)"), {"key": RECONCILER_LOCK}))
+        connection.commit()
+        try:
+            yield got
+        finally:
+            if got:
+                connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": RECONCILER_LOCK})
+                connection.commit()
+
+
 def reconcile(db: Engine, redis: Redis, settings: Settings, *, grace_s: float | None = None) -> ReconcileReport:
     """Re-queue ledger rows that are queued or running but that no live job will finish; fail those that keep dying.
 
     A queued row younger than `grace_s` (default settings.reconcile_grace_s) is left alone: its request may not have
-    enqueued it yet.
+    enqueued it yet. While another reconciler runs this one does nothing (that one does the work).
     """
-    grace = settings.reconcile_grace_s if grace_s is None else grace_s
+    with only_reconciler(db) as alone:
+        if not alone:
+            return ReconcileReport()
+        return _reconcile(db, redis, settings, settings.reconcile_grace_s if grace_s is None else grace_s)
+
+
+def _reconcile(db: Engine, redis: Redis, settings: Settings, grace: float) -> ReconcileReport:
     report = ReconcileReport()
     now = utcnow()
     with Session(db, expire_on_commit=False) as session:
@@ -122,7 +175,8 @@ def reconcile(db: Engine, redis: Redis, settings: Settings, *, grace_s: float | 
         if not rows:
             return report
         job_ids = sorted({r.job_id for r in rows if r.job_id})
-        jobs = dict(zip(job_ids, Job.fetch_many(job_ids, connection=redis), strict=True))
+        jobs = dict(zip(job_ids, AllowListedJob.fetch_many(job_ids, connection=redis,
+                                                                           serializer=SERIALIZER), strict=True))
         alive: dict[str, bool] = {}
         lost = [r for r in rows if _lost(r, jobs.get(r.job_id or ""), redis, alive)]
         groups: dict[tuple[str, str, str, str], list[Prediction]] = defaultdict(list)

@@ -6,7 +6,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, String, Text
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, String, Text, false
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -66,8 +66,24 @@ class ApiKey(Base):
     name: Mapped[str] = mapped_column(String(120))
     prefix: Mapped[str] = mapped_column(String(16), index=True)
     key_hash: Mapped[str] = mapped_column(String(128), unique=True)
+    # An admin key sees every owner's rows and manages keys; any other key sees only its own.
+    admin: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class PredictionOwner(Base):
+    """A key that asked for a prediction. The row itself is shared by everyone who asks the same thing (the result
+    cache holds no owner's inputs beyond the workload and target they asked about); this says whose history it is in."""
+
+    __tablename__ = "prediction_owners"
+
+    prediction_id: Mapped[str] = mapped_column(String(32), ForeignKey("predictions.id", ondelete="CASCADE"),
+                                               primary_key=True)
+    owner_id: Mapped[str] = mapped_column(String(32), ForeignKey("api_keys.id", ondelete="CASCADE"),
+                                          primary_key=True, index=True)
+    request_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class Host(Base):
@@ -94,7 +110,8 @@ class Calibration(Base):
     points: Mapped[dict[str, Any]]
     parameters: Mapped[dict[str, Any]]
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    created_by: Mapped[str | None] = mapped_column(String(32), ForeignKey("api_keys.id"))
+    # The key that owns it: only that key's requests use it (another key may name it by id).
+    created_by: Mapped[str | None] = mapped_column(String(32), ForeignKey("api_keys.id"), index=True)
 
 
 class Population(Base):
@@ -117,4 +134,5 @@ class Population(Base):
     summary: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    created_by: Mapped[str | None] = mapped_column(String(32), ForeignKey("api_keys.id", ondelete="SET NULL"))
+    created_by: Mapped[str | None] = mapped_column(String(32), ForeignKey("api_keys.id", ondelete="SET NULL"),
+                                                   index=True)

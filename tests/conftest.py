@@ -31,6 +31,8 @@ TIERS: dict[str, str] = {
     "service": "service",
     "service/test_readme_service.py": "e2e",
     "abuse": "service",
+    "security": "service",
+    "security/test_body_limits.py": "e2e",
     "client": "e2e",
     "dashboard": "e2e",
     "fuzz": "e2e",

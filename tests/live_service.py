@@ -36,14 +36,18 @@ from sqlalchemy.orm import Session
 REPO = Path(__file__).resolve().parents[1]
 TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL", "postgresql+psycopg://root@127.0.0.1:5432/test")
 LIVE_REDIS_URL = os.environ.get("TEST_LIVE_REDIS_URL", "redis://127.0.0.1:6379/13")
-TABLES = ("populations", "calibrations", "predictions", "hosts")  # api_keys stay: the service's key lives there
+# api_keys stay: the service's key lives there
+TABLES = ("populations", "calibrations", "prediction_owners", "predictions", "hosts")
 
 WORKER_CODE = """
 import os
 from redis import Redis
-from rq import Queue, SimpleWorker
+from rq import SimpleWorker
+from ledger.dispatch import rq_queue
+from ledger.jobs import SERIALIZER, AllowListedJob
 redis = Redis.from_url(os.environ["REDIS_URL"])
-SimpleWorker([Queue("cpu", connection=redis)], connection=redis).work(burst=False, with_scheduler=False)
+SimpleWorker([rq_queue(redis, "cpu")], connection=redis, serializer=SERIALIZER, job_class=AllowListedJob).work(
+    burst=False, with_scheduler=False)
 """
 
 
@@ -216,6 +220,8 @@ def _serve(tag: str, url: str, extra_env: dict[str, str]) -> Iterator[LiveServic
             "REDIS_URL": LIVE_REDIS_URL,
             "UNDERSTUDY_REQUIRE_API_KEY": "true",
             "UNDERSTUDY_READ_REQUIRES_KEY": "false",
+            # Its worker is a plain rq worker, which registers no host: requests must not wait for one.
+            "UNDERSTUDY_REQUIRE_LIVE_WORKER": "false",
             "UNDERSTUDY_RECONCILE_INTERVAL_S": "0",
             "UNDERSTUDY_HOST_NAME": f"live-{tag}",
             "UNDERSTUDY_JOB_TIMEOUT_S": "120",

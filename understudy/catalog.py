@@ -19,6 +19,8 @@ from understudy.workload import sha256_of
 # SM (128 FP32 lanes; fp16 tensor with fp32 accumulate at 512/clk), the most common consumer design.
 DEFAULT_FP32_FLOP_PER_CLK_SM = 256.0
 DEFAULT_TENSOR_FLOP_PER_CLK_SM = 512.0
+# An ambiguous name lists at most this many candidates: the error is read by a person, and a request may hold many.
+MAX_CANDIDATES = 8
 
 
 class TargetSpec(BaseModel):
@@ -34,11 +36,12 @@ class TargetSpec(BaseModel):
     boost_clock_mhz: float = Field(ge=100, le=5000)
     memory_size_gb: float = Field(gt=0.25, le=4096)
     memory_bandwidth_gbps: float = Field(ge=10, le=100_000)
-    l2_cache_mb: float = Field(default=4.0, gt=0, le=4096)
-    fp32_tflops: float | None = Field(default=None, gt=0, le=10_000)
-    fp16_tensor_tflops: float | None = Field(default=None, gt=0, le=100_000)
-    bf16_tensor_tflops: float | None = Field(default=None, gt=0, le=100_000)
-    tf32_tensor_tflops: float | None = Field(default=None, gt=0, le=100_000)
+    # Lower bounds a real GPU clears by far: a rate of 5e-324 TFLOPS would make a prediction infinite.
+    l2_cache_mb: float = Field(default=4.0, ge=0.01, le=4096)
+    fp32_tflops: float | None = Field(default=None, ge=0.01, le=10_000)
+    fp16_tensor_tflops: float | None = Field(default=None, ge=0.01, le=100_000)
+    bf16_tensor_tflops: float | None = Field(default=None, ge=0.01, le=100_000)
+    tf32_tensor_tflops: float | None = Field(default=None, ge=0.01, le=100_000)
     # The clock held under a sustained deep-learning load: below the boost clock where the power limit binds
     # (scripts/build_catalog.py derives it from TDP, SM count and the chip's other products). None: the boost clock.
     sustained_clock_mhz: float | None = Field(default=None, ge=100, le=5000)
@@ -101,6 +104,8 @@ class Catalog:
 
     def __init__(self, targets: list[TargetSpec]) -> None:
         self._targets = {target.id: target for target in targets}
+        # Normal forms computed once: a request may name many targets, each looked up on the API's event loop.
+        self._forms = {t.id: (_normalise(t.id), _normalise(t.name), _base(t.name)) for t in targets}
 
     def __iter__(self) -> Iterator[TargetSpec]:
         return iter(self._targets.values())
@@ -118,10 +123,11 @@ class Catalog:
         key = _normalise(query)
         if not key:
             raise UnknownTarget("empty target name")
+        forms = self._forms
         stages = (
-            lambda t: _normalise(t.id) == key or _normalise(t.name) == key,
-            lambda t: _base(t.name) == key,
-            lambda t: _normalise(t.name).startswith(key) or _normalise(t.id).startswith(key),
+            lambda t: forms[t.id][0] == key or forms[t.id][1] == key,
+            lambda t: forms[t.id][2] == key,
+            lambda t: forms[t.id][1].startswith(key) or forms[t.id][0].startswith(key),
         )
         for matches in stages:
             found = [target for target in self._targets.values() if matches(target)]
@@ -129,11 +135,13 @@ class Catalog:
                 return found[0]
             if len(found) > 1:
                 names = [f"{t.id} ({t.name})" for t in found]
-                raise UnknownTarget(f"target {query!r} is ambiguous; candidates: {', '.join(names)}", names)
-        close = difflib.get_close_matches(key, [_normalise(t.name) for t in self._targets.values()], n=5, cutoff=0.5)
-        names = [f"{t.id} ({t.name})" for t in self._targets.values() if _normalise(t.name) in close]
+                shown = ", ".join(names[:MAX_CANDIDATES]) + (f" and {len(names) - MAX_CANDIDATES} more"
+                                                             if len(names) > MAX_CANDIDATES else "")
+                raise UnknownTarget(f"target {query[:120]!r} is ambiguous; candidates: {shown}", names)
+        close = difflib.get_close_matches(key, [forms[t.id][1] for t in self._targets.values()], n=5, cutoff=0.5)
+        names = [f"{t.id} ({t.name})" for t in self._targets.values() if forms[t.id][1] in close]
         hint = f"; did you mean: {', '.join(names)}" if names else "; `understudy targets` lists the catalog"
-        raise UnknownTarget(f"unknown target {query!r}{hint}", names)
+        raise UnknownTarget(f"unknown target {query[:120]!r}{hint}", names)
 
     def find_by_device_name(self, device_name: str, memory_gb: float | None = None) -> TargetSpec | None:
         """The catalog entry for a host GPU as NVML names it ('NVIDIA H200', 'NVIDIA GeForce RTX 4090')."""
@@ -189,12 +197,13 @@ class InlineTarget(BaseModel):
     boost_clock_mhz: float = Field(ge=100, le=5000)
     memory_bandwidth_gbps: float = Field(ge=10, le=100_000)
     memory_size_gb: float = Field(gt=0.25, le=4096)
-    l2_cache_mb: float = Field(default=4.0, gt=0, le=4096)
+    # Lower bounds a real GPU clears by far: a rate of 5e-324 TFLOPS would make a prediction infinite.
+    l2_cache_mb: float = Field(default=4.0, ge=0.01, le=4096)
     architecture: str = Field(default="unknown", max_length=60)
-    fp32_tflops: float | None = Field(default=None, gt=0, le=10_000)
-    fp16_tensor_tflops: float | None = Field(default=None, gt=0, le=100_000)
-    bf16_tensor_tflops: float | None = Field(default=None, gt=0, le=100_000)
-    tf32_tensor_tflops: float | None = Field(default=None, gt=0, le=100_000)
+    fp32_tflops: float | None = Field(default=None, ge=0.01, le=10_000)
+    fp16_tensor_tflops: float | None = Field(default=None, ge=0.01, le=100_000)
+    bf16_tensor_tflops: float | None = Field(default=None, ge=0.01, le=100_000)
+    tf32_tensor_tflops: float | None = Field(default=None, ge=0.01, le=100_000)
     sustained_clock_mhz: float | None = Field(
         default=None, ge=100, le=5000,
         description="the clock it holds under a sustained load, if its power limit keeps it below the boost clock "

@@ -33,9 +33,10 @@ class Settings(BaseSettings):
     # needs no torch.
     cache_dir: str = Field(default_factory=default_cache_dir, alias="UNDERSTUDY_CACHE_DIR")
     redis_url: str = Field(default="redis://127.0.0.1:6379/0", alias="REDIS_URL")
-    # Writes need a key unless this is off; reads are open unless read_requires_key.
+    # Writes and reads need a key unless these are off. A key sees its own rows (an admin key every row); a reader
+    # without a key, where reads are open, sees every row.
     require_api_key: bool = Field(default=True, alias="UNDERSTUDY_REQUIRE_API_KEY")
-    read_requires_key: bool = Field(default=False, alias="UNDERSTUDY_READ_REQUIRES_KEY")
+    read_requires_key: bool = Field(default=True, alias="UNDERSTUDY_READ_REQUIRES_KEY")
     worker_gpu: int = Field(default=0, ge=0, alias="UNDERSTUDY_WORKER_GPU")
     job_timeout_s: int = Field(default=1800, ge=1, alias="UNDERSTUDY_JOB_TIMEOUT_S")
     # Locking the core clock changes a shared card's state: only where the operator says so.
@@ -72,6 +73,21 @@ class Settings(BaseSettings):
     rate_limit_window_s: float = Field(default=60.0, gt=0, le=86_400, alias="UNDERSTUDY_RATE_LIMIT_WINDOW_S")
     rate_limit_per_key: int = Field(default=600, ge=0, alias="UNDERSTUDY_RATE_LIMIT_PER_KEY")
     rate_limit_per_ip: int = Field(default=1200, ge=0, alias="UNDERSTUDY_RATE_LIMIT_PER_IP")
+    # Reads of /v1/... in the same windows, per key and per address.
+    read_limit_per_key: int = Field(default=6000, ge=0, alias="UNDERSTUDY_READ_LIMIT_PER_KEY")
+    read_limit_per_ip: int = Field(default=6000, ge=0, alias="UNDERSTUDY_READ_LIMIT_PER_IP")
+    # Admission control of uncached work (ledger/admission.py). Each key may queue this many estimated worker
+    # seconds per window (0: no budget), and have this many jobs waiting at once; a queue holding max_queue_depth
+    # jobs takes no more (503). Without a live worker on the chosen queue a request is refused (503) unless
+    # require_live_worker is off (tests that run the jobs in their own process).
+    work_budget_s: float = Field(default=1800.0, ge=0, alias="UNDERSTUDY_WORK_BUDGET_S")
+    work_window_s: float = Field(default=600.0, gt=0, le=86_400, alias="UNDERSTUDY_WORK_WINDOW_S")
+    max_waiting_jobs_per_key: int = Field(default=50, ge=0, alias="UNDERSTUDY_MAX_WAITING_JOBS_PER_KEY")
+    # Fair scheduling: a key's jobs queued or running at once in one queue (0: no limit); rq holds back the rest.
+    max_active_jobs_per_key: int = Field(default=1, ge=0, alias="UNDERSTUDY_MAX_ACTIVE_JOBS_PER_KEY")
+    max_queue_depth: int = Field(default=2000, ge=0, alias="UNDERSTUDY_MAX_QUEUE_DEPTH")
+    require_live_worker: bool = Field(default=True, alias="UNDERSTUDY_REQUIRE_LIVE_WORKER")
+
     # Where a worker keeps, per GPU, what its jobs leave running outside their own processes (MPS daemons), so that
     # the next worker on that GPU can stop what a killed one left behind.
     run_dir: str = Field(default_factory=default_run_dir, alias="UNDERSTUDY_RUN_DIR")

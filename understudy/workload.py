@@ -51,12 +51,13 @@ class Workload(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model: str = Field(examples=["resnet50"], description="a name in timm.list_models()")
+    model: str = Field(max_length=120, examples=["resnet50"], description="a name in timm.list_models()")
     mode: Mode = "train"
-    batch_size: int = Field(default=32, ge=1, le=4096)
+    # strict: JSON's true is not a batch of 1, nor "32" a number
+    batch_size: int = Field(default=32, ge=1, le=4096, strict=True)
     resolution: tuple[int, int] = Field(default=(224, 224), description="square side or [height, width]")
-    in_chans: int = Field(default=3, ge=1, le=64)
-    num_classes: int = Field(default=1000, ge=1, le=100_000)
+    in_chans: int = Field(default=3, ge=1, le=64, strict=True)
+    num_classes: int = Field(default=1000, ge=1, le=100_000, strict=True)
     precision: Precision = "amp-fp16"
     memory_format: MemoryFormat = "nchw"
     optimizer: OptimizerName = "sgd"

@@ -33,6 +33,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from ledger.dispatch import reconcile, worker_token
+from ledger.jobs import SERIALIZER, AllowListedJob
 from ledger.queues import CPU_QUEUE, ENV_WORKER_PID, ENV_WORKER_TOKEN, alive_key, gpu_lock_key, host_id, host_queue
 from understudy.results import HostInfo
 from understudy.settings import Settings
@@ -157,8 +158,30 @@ class GpuLock:
 # --- the rq worker ----------------------------------------------------------------------------------------------
 
 
+# The job process's start-up code travels in this environment variable, not on its command line: rq's SpawnWorker
+# writes the Redis connection, password included, into the code it passes to `python -c`, and a process's command
+# line is readable by every user of the machine (/proc/PID/cmdline), its environment only by its owner.
+ENV_HORSE_SOURCE = "UNDERSTUDY_JOB_PROCESS_SOURCE"
+HORSE_BOOT = f"import os; exec(os.environ.pop({ENV_HORSE_SOURCE!r}))"
+
+
 class UnderstudyWorker(SpawnWorker):
-    """SpawnWorker (a fresh process per job) that records a job whose process died as failed, with the reason."""
+    """SpawnWorker (a fresh process per job) that records a job whose process died as failed, with the reason, and
+    starts each job process with nothing secret on its command line."""
+
+    def fork_work_horse(self, job: Any, queue: Any) -> None:
+        real_spawn = os.posix_spawn
+
+        def spawn(path: Any, argv: Any, env: Any, /, **kwargs: Any) -> int:
+            source = str(argv[-1])
+            return real_spawn(path, [str(path), "-c", HORSE_BOOT], {**env, ENV_HORSE_SOURCE: source}, **kwargs)
+
+        # rq builds the code and calls os.posix_spawn itself; the worker's main thread is the only one spawning.
+        os.posix_spawn = spawn
+        try:
+            super().fork_work_horse(job, queue)
+        finally:
+            os.posix_spawn = real_spawn
 
     def handle_work_horse_killed(self, job: Any, retpid: Any, ret_val: Any, rusage: Any) -> None:
         from understudy.settings import get_settings
@@ -296,7 +319,8 @@ def run_worker(settings: Settings, gpu_index: int, *, burst: bool = False, wait_
         # daemons go.
         os.environ.update({"UNDERSTUDY_WORKER_GPU": str(gpu_index), ENV_WORKER_TOKEN: token,
                            ENV_WORKER_PID: str(os.getpid()), ENV_MPS_DIR: str(mps_dir(settings, gpu_index))})
-        worker = UnderstudyWorker(queues, connection=redis, name=token)
+        worker = UnderstudyWorker(queues, connection=redis, name=token, serializer=SERIALIZER,
+                                  job_class=AllowListedJob)
         info = {**host.model_dump(mode="json"), "estimators": probed.estimators, "host_name": settings.host_name,
                 "gpu_index": gpu_index, "gpu_uuid": probed.gpu_uuid, "lock": lock.keys[0], "lock_token": token,
                 "queues": queues, "pid": os.getpid()}

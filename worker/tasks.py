@@ -8,11 +8,13 @@ Engine.predict call, which measures each distinct setting once.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from pydantic import ValidationError
 from rq import get_current_job
 from rq.timeouts import JobTimeoutException
 from sqlalchemy import Engine as DbEngine
@@ -21,10 +23,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from understudy.catalog import TargetSpec
+from ledger.admission import job_started
 from understudy.errors import UnderstudyError
 from understudy.estimator_info import CALIBRATED_ESTIMATOR
 from ledger.queues import ENV_WORKER_PID, ENV_WORKER_TOKEN
-from understudy.results import PredictionResult
+from understudy.results import PredictionResult, Status
 from understudy.settings import Settings, get_settings
 from ledger.db import get_engine
 from ledger.models import Calibration, Prediction
@@ -36,32 +39,62 @@ from engine.lifetime import die_with_parent
 log = logging.getLogger(__name__)
 
 
+# A stored error is read by the user who asked: their own message, no Python class names, no unbounded text.
+MAX_ERROR_CHARS = 500
+
+
+def _started(job: Any, settings: Settings) -> None:
+    """Tell admission control that this job left its queue (its owner has one fewer waiting)."""
+    owner = (job.meta or {}).get("owner") if job is not None else None
+    if not owner:
+        return
+    from redis import Redis
+    from redis.exceptions import RedisError
+
+    try:
+        job_started(Redis.from_url(settings.redis_url), queue=job.origin, owner=str(owner))
+    except RedisError as exc:  # the count expires by itself
+        log.warning("could not update the waiting count of %s: %s", owner, exc)
+
+
 def run_predictions(prediction_ids: Sequence[str]) -> dict[str, Any]:
-    """Claim the rows still queued under this job, predict them together, write each result to its row."""
+    """Claim the rows still queued under this job, predict them together, write each result to its row.
+
+    Whatever goes wrong is recorded on the claimed rows with its own message (a job that raised is a failed
+    prediction, not a dead worker for the reconciler to retry)."""
     _die_with_worker()
     settings = get_settings()
     job = get_current_job()
+    _started(job, settings)
     job_id = job.id if job is not None else None
     worker_id = os.environ.get(ENV_WORKER_TOKEN)
     db = get_engine(settings.database_url)
-    rows = claim(db, list(prediction_ids), job_id=job_id, worker_id=worker_id)
+    rows = claim(db, [str(i) for i in prediction_ids], job_id=job_id, worker_id=worker_id)
     if not rows:
         # Another job (a duplicate from the reconciler) already ran them, or they were re-queued elsewhere.
         return {"claimed": 0}
     claimed = [row.id for row in rows]
     try:
         results = predict_rows(rows, settings)
+        statuses = finish(db, rows, results)
     except JobTimeoutException:
         limit = job.timeout if job is not None and job.timeout else settings.job_timeout_s
         fail(db, claimed, f"timed out after {limit} s (the job time limit, UNDERSTUDY_JOB_TIMEOUT_S)", worker_id)
         raise
     except UnderstudyError as exc:
-        fail(db, claimed, str(exc), worker_id)
+        fail(db, claimed, str(exc)[:MAX_ERROR_CHARS], worker_id)
         return {"claimed": len(claimed), "failed": str(exc)}
+    except ValidationError as exc:  # a row written around the API, or by an older version that checked less
+        reasons = "; ".join(f"{'.'.join(str(part) for part in error['loc'])}: "
+                            f"{str(error['msg']).removeprefix('Value error, ')}" for error in exc.errors()[:5])
+        fail(db, claimed, f"the stored request is not valid: {reasons}"[:MAX_ERROR_CHARS], worker_id)
+        return {"claimed": len(claimed), "failed": "invalid request"}
     except Exception as exc:
-        fail(db, claimed, f"{type(exc).__name__}: {exc}", worker_id)
+        log.exception("job %s failed", job_id)
+        first_line = (str(exc).strip().splitlines() or [""])[0][:MAX_ERROR_CHARS]
+        fail(db, claimed, "the prediction failed inside the worker (its log has the details)"
+                          + (f": {first_line}" if first_line else ""), worker_id)
         raise
-    statuses = finish(db, rows, results)
     return {"claimed": len(claimed), "statuses": statuses}
 
 
@@ -98,7 +131,9 @@ def predict_rows(rows: list[Prediction], settings: Settings) -> list[PredictionR
 
 
 def load_calibrations(db: DbEngine, rows: list[Prediction], engine: Any) -> dict[str, Calibration]:
-    """Each row's target's calibration: the one its version (and so its cache key) was made from, else the latest."""
+    """Each row's calibration: the one the API chose for it (details.calibration_id), else the one whose points its
+    version (and so its cache key) was made from. Never merely the latest: that may be another key's."""
+    named = {row.target_id: str((row.details or {}).get("calibration_id") or "") for row in rows}
     wanted = {row.target_id: row.estimator_version for row in rows}
     targets = {row.target_id: TargetSpec.model_validate(row.target) for row in rows}
     with Session(db, expire_on_commit=False) as session:
@@ -107,15 +142,17 @@ def load_calibrations(db: DbEngine, rows: list[Prediction], engine: Any) -> dict
     chosen: dict[str, Calibration] = {}
     for calibration in found:
         target_id = calibration.target_id
-        chosen.setdefault(target_id, calibration)  # the latest
+        if named[target_id]:
+            if calibration.id == named[target_id]:
+                chosen[target_id] = calibration
+            continue
         try:
             identity = engine.identity(CALIBRATED_ESTIMATOR, targets[target_id],
                                        {target_id: calibration_set(calibration)})
         except UnderstudyError:
             continue
-        if identity.version == wanted[target_id]:
+        if target_id not in chosen and identity.version == wanted[target_id]:
             chosen[target_id] = calibration
-            wanted[target_id] = ""  # matched: a later (older) one must not replace it
     return chosen
 
 
@@ -150,10 +187,38 @@ def finish(db: DbEngine, rows: list[Prediction], results: list[PredictionResult]
     statuses: dict[str, int] = {}
     with Session(db) as session:
         for row, result in zip(rows, results, strict=True):
+            bad = non_finite(result)
+            if bad:
+                # The JSON columns refuse NaN and infinity, and a number that is not finite predicts nothing.
+                reason = (f"the estimator's {bad} is not a finite number for this target (are the target's "
+                          "specifications plausible?)")
+                if predictions.fail_held(session, [row.id], reason, row.worker_id):
+                    statuses[Status.failed.value] = statuses.get(Status.failed.value, 0) + 1
+                continue
             if predictions.finish(session, row.id, result):
                 statuses[result.status.value] = statuses.get(result.status.value, 0) + 1
         session.commit()
     return statuses
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(item) for item in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(_finite(item) for item in value)
+    return True
+
+
+def non_finite(result: PredictionResult) -> str | None:
+    """The first field of a result that holds NaN or an infinity, or None when every number is finite."""
+    for name in ("latency_ms", "median_ms", "spread_ms", "samples_per_s", "details"):
+        if not _finite(getattr(result, name)):
+            return name
+    if result.host_setting is not None and not _finite(result.host_setting.model_dump()):
+        return "host_setting"
+    return None
 
 
 def fail(db: DbEngine, ids: list[str], reason: str, worker_id: str | None = None) -> int:

@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Security
+from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader
 from redis import Redis
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings, get_settings
 from app.core.db import redis_for, session_for
-from app.errors import Unauthorized
-from app.security import authenticate
-from ledger.models import ApiKey
+from app.auth import NO_KEY
+from app.errors import Forbidden
+from app.security import Caller
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
@@ -32,28 +32,34 @@ RedisDep = Annotated[Redis, Depends(get_redis)]
 
 api_key_header = APIKeyHeader(
     name="X-API-Key", auto_error=False,
-    description="a key from `understudy keys create`; writes need one, reads only if UNDERSTUDY_READ_REQUIRES_KEY",
+    description="a key from `understudy keys create`; a key sees the rows it made, an admin key every row",
 )
 
 
-def _check_key(session: Session, token: str | None) -> ApiKey:
-    if not token:
-        raise Unauthorized("this needs an API key in the X-API-Key header (`understudy keys create` makes one)")
-    key = authenticate(session=session, token=token)
-    if key is None:
-        raise Unauthorized("the API key in X-API-Key is unknown or revoked")
-    return key
+def _caller(request: Request, needed: bool) -> Caller | None:
+    """The caller app.auth.ApiKeyGate found in the headers before the body was read."""
+    caller: Caller | None = getattr(request.state, "caller", None)
+    if caller is None and needed:
+        raise NO_KEY
+    return caller
 
 
-def require_write_key(settings: SettingsDep, session: SessionDep,
-                      token: Annotated[str | None, Security(api_key_header)]) -> ApiKey | None:
-    return _check_key(session, token) if settings.require_api_key else None
+def require_write_key(request: Request, settings: SettingsDep,
+                      token: Annotated[str | None, Security(api_key_header)]) -> Caller | None:
+    return _caller(request, settings.require_api_key)
 
 
-def require_read_key(settings: SettingsDep, session: SessionDep,
-                     token: Annotated[str | None, Security(api_key_header)]) -> ApiKey | None:
-    return _check_key(session, token) if settings.read_requires_key else None
+def require_read_key(request: Request, settings: SettingsDep,
+                     token: Annotated[str | None, Security(api_key_header)]) -> Caller | None:
+    return _caller(request, settings.read_requires_key)
 
 
-WriteKeyDep = Annotated[ApiKey | None, Depends(require_write_key)]
-ReadKeyDep = Annotated[ApiKey | None, Depends(require_read_key)]
+def require_admin(caller: Annotated[Caller | None, Depends(require_read_key)]) -> Caller:
+    if caller is None or not caller.admin:
+        raise Forbidden("this needs an admin key (`understudy keys create --admin`)")
+    return caller
+
+
+WriteKeyDep = Annotated[Caller | None, Depends(require_write_key)]
+ReadKeyDep = Annotated[Caller | None, Depends(require_read_key)]
+AdminDep = Annotated[Caller, Depends(require_admin)]

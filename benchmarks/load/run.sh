@@ -7,7 +7,9 @@
 #   benchmarks/load/run.sh                 # WORKERS=2 uvicorn processes, RATE=200, DURATION=60
 #   WORKERS=1 RATE=200 benchmarks/load/run.sh
 #
-# Needs PostgreSQL on 127.0.0.1:5432 (user root, trust) and Redis on 127.0.0.1:6379 (database 9 is used).
+# Needs PostgreSQL on 127.0.0.1:5432 (user root, trust) and a Redis (REDIS_URL, default database 9 on 6379).
+# Authentication and owners are on as shipped: every request carries the key, every read checks that the key owns
+# the prediction.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -24,21 +26,25 @@ DB=understudy_load
 mkdir -p "$OUT"
 
 export DATABASE_URL="postgresql://root@127.0.0.1:5432/$DB"
-export REDIS_URL="redis://127.0.0.1:6379/9"
+export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/9}
 # The load comes from one key and one address: keep the rate limiter in the path (its Redis call is part of every
-# POST) but with limits the test cannot reach.
+# request) but with limits the test cannot reach.
 export UNDERSTUDY_RATE_LIMIT_PER_KEY=1000000000 UNDERSTUDY_RATE_LIMIT_PER_IP=1000000000
+export UNDERSTUDY_READ_LIMIT_PER_KEY=1000000000 UNDERSTUDY_READ_LIMIT_PER_IP=1000000000
+# seed.py queues its predictions before it runs a burst worker, so no worker is alive when they are posted.
+export UNDERSTUDY_REQUIRE_LIVE_WORKER=false
 export UNDERSTUDY_RECONCILE_INTERVAL_S=60
 
 psql -h 127.0.0.1 -U root -d postgres -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)"
 psql -h 127.0.0.1 -U root -d postgres -qc "CREATE DATABASE $DB"
-redis-cli -n 9 flushdb >/dev/null
+redis-cli -u "$REDIS_URL" flushdb >/dev/null
 .venv/bin/alembic upgrade head >/dev/null 2>&1
 KEY=$(.venv/bin/understudy keys create --name load 2>/dev/null)
 
 .venv/bin/understudy serve --port "$PORT" --workers "$WORKERS" --log-level warning > "$OUT/server.log" 2>&1 &
 SERVER=$!
 trap 'kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null || true' EXIT
+uptime > "$OUT/uptime.txt"
 for _ in $(seq 60); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.5; done
 
 .venv/bin/python benchmarks/load/seed.py --url "http://127.0.0.1:$PORT" --key "$KEY" --out "$OUT/seed.json"
@@ -49,3 +55,4 @@ if [ "$FIND_MAX" = 1 ]; then
   .venv/bin/python benchmarks/load/loadgen.py --url "http://127.0.0.1:$PORT" --seed "$OUT/seed.json" \
     --find-max --start "$START" --step "$STEP" --duration "$STEP_DURATION" --out "$OUT/runs.jsonl"
 fi
+uptime >> "$OUT/uptime.txt"

@@ -8,7 +8,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from rq import Queue
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from ledger.models import Prediction
 
 WORKLOAD = {"model": "resnet18", "mode": "infer", "batch_size": 8, "resolution": 64, "precision": "fp32"}
 
@@ -88,7 +91,7 @@ def test_a_content_length_that_is_not_a_number_is_413(client, auth, nothing_queu
 # Rate limits -----------------------------------------------------------------------------------------------------
 
 
-def test_writes_past_the_per_key_limit_are_429_with_retry_after(client, auth, redis, limits):
+def test_writes_past_the_per_key_limit_are_429_with_retry_after(client, auth, db, limits):
     limits(rate_limit_per_key=3, rate_limit_per_ip=0, rate_limit_window_s=30)
 
     answers = [client.post("/v1/predictions", json=body(size), headers=auth) for size in range(1, 6)]
@@ -97,7 +100,8 @@ def test_writes_past_the_per_key_limit_are_429_with_retry_after(client, auth, re
     refused = answers[3]
     assert 1 <= int(refused.headers["Retry-After"]) <= 30
     assert refused.json()["detail"].startswith("too many writes from this API key: at most 3 per 30 s")
-    assert Queue("cpu", connection=redis).count == 3  # the refused requests queued nothing
+    with Session(db) as session:  # the refused requests wrote and queued nothing
+        assert session.scalar(select(func.count()).select_from(Prediction)) == 3
 
 
 def test_another_key_has_its_own_allowance(client, auth, db, limits):

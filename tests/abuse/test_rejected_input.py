@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from rq import Queue
+from ledger.dispatch import rq_queue
 
 from ledger.queues import RUN_PREDICTIONS
 
@@ -97,10 +97,10 @@ def test_the_queued_job_is_always_the_fixed_function_with_row_ids_only(client, a
     answer = post(client, auth, targets=["t4", INLINE])
 
     assert answer.status_code == 202, answer.text
-    (job,) = Queue("cpu", connection=redis).get_jobs()
+    (job,) = rq_queue(redis, "cpu").get_jobs()
     ids = [item["id"] for item in answer.json()["data"]]
     assert job.func_name == RUN_PREDICTIONS == "worker.tasks.run_predictions"
-    assert job.args == (ids,) and job.kwargs == {}
+    assert list(job.args) == [ids] and job.kwargs == {}
 
 
 def test_a_ledger_row_naming_code_as_its_model_is_failed_by_the_worker_without_running_it(

@@ -6,7 +6,10 @@ import os
 from typing import Any
 
 from redis import Redis
-from rq import Queue, SimpleWorker
+from rq import SimpleWorker
+
+from ledger.dispatch import rq_queue
+from ledger.jobs import SERIALIZER, AllowListedJob
 
 TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL", "postgresql+psycopg://root@127.0.0.1:5432/test")
 TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
@@ -18,6 +21,8 @@ SERVICE_ENV = {
     "REDIS_URL": TEST_REDIS_URL,
     "UNDERSTUDY_REQUIRE_API_KEY": "true",
     "UNDERSTUDY_READ_REQUIRES_KEY": "false",
+    # The tests run queued jobs in their own process (run_queued_jobs), with no worker registered.
+    "UNDERSTUDY_REQUIRE_LIVE_WORKER": "false",
     "UNDERSTUDY_RECONCILE_INTERVAL_S": "0",  # the tests run the reconciler themselves
     "UNDERSTUDY_RECONCILE_GRACE_S": "30",
     "UNDERSTUDY_HOST_NAME": "testbox",
@@ -31,11 +36,12 @@ WORKLOAD = {"model": "resnet18", "mode": "infer", "batch_size": 8, "resolution":
 
 def run_queued_jobs(redis: Redis, queues: tuple[str, ...] = ("cpu",)) -> None:
     """Run every queued job in this process, as a worker would, until the queues are empty."""
-    SimpleWorker([Queue(name, connection=redis) for name in queues], connection=redis).work(burst=True)
+    SimpleWorker([rq_queue(redis, name) for name in queues], connection=redis, serializer=SERIALIZER,
+                 job_class=AllowListedJob).work(burst=True)
 
 
 def queued_job_count(redis: Redis, queue: str = "cpu") -> int:
-    return Queue(queue, connection=redis).count
+    return rq_queue(redis, queue).count
 
 
 def predict_body(targets: list[Any] | None = None, **workload: Any) -> dict[str, Any]:

@@ -52,7 +52,8 @@ def test_upgrade_head_builds_the_models_schema_and_downgrade_base_removes_it(scr
         left = set(inspect(connection).get_table_names())
     engine.dispose()
 
-    assert tables == {"alembic_version", "predictions", "api_keys", "hosts", "calibrations", "populations"}
+    assert tables == {"alembic_version", "predictions", "api_keys", "hosts", "calibrations", "populations",
+                      "prediction_owners"}
     assert differences == []
     assert left == {"alembic_version"}
 

@@ -85,6 +85,7 @@ def test_a_burst_worker_runs_a_post_and_registers_its_host(client, auth, db, wor
     for item in created.json()["data"]:
         polled = client.get(f"/v1/predictions/{item['id']}").json()
         assert polled["status"] == "done", polled
+        assert polled["host"]["worker"] == "testbox:gpu0"  # its slot, never its token
     with Session(db) as session:
         host = session.get(Host, "testbox:gpu0")
     assert host is not None and host.info["gpu_index"] == 0

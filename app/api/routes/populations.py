@@ -29,11 +29,12 @@ router = APIRouter(prefix="/v1/populations", tags=["populations"])
     },
 )
 def create_population(body: PopulationCreate, response: Response, session: SessionDep, redis: RedisDep,
-                      settings: SettingsDep, key: WriteKeyDep) -> PopulationPublic:
+                      settings: SettingsDep, caller: WriteKeyDep) -> PopulationPublic:
     """Predict the workload on every device kind of the population (one prediction per distinct target, cached
     like any other), then answer the per-device latencies, weighted p50/p90/p99, the slowest devices and the
     expected round time when K clients are sampled at random (the expected maximum of K latencies)."""
-    population, rows = crud.create_population(session=session, redis=redis, settings=settings, request=body, key=key)
+    population, rows = crud.create_population(session=session, redis=redis, settings=settings, request=body,
+                                                caller=caller)
     if population.status in ("done", "failed"):
         response.status_code = status.HTTP_200_OK
     return population_public(population, rows)
@@ -41,9 +42,10 @@ def create_population(body: PopulationCreate, response: Response, session: Sessi
 
 @router.get("/{population_id}", response_model=PopulationPublic,
             responses={404: {"model": ErrorPublic, "description": "no population has this id"}, **COMMON_ERRORS})
-def read_population(population_id: str, session: SessionDep, key: ReadKeyDep) -> PopulationPublic:
-    """One population: its devices' predictions and, once all are final, the summary."""
-    population = crud.get_population(session=session, population_id=population_id)
+def read_population(population_id: str, session: SessionDep, caller: ReadKeyDep) -> PopulationPublic:
+    """One population: its devices' predictions and, once all are final, the summary (a key sees its own)."""
+    population = crud.get_population(session=session, population_id=population_id,
+                                     owner=crud.visible_owner(caller))
     if population is None:
         raise NotFound(f"no population with id {population_id!r}")
     rows = crud.refresh_population(session=session, population=population)
@@ -51,11 +53,13 @@ def read_population(population_id: str, session: SessionDep, key: ReadKeyDep) ->
 
 
 @router.get("", response_model=PopulationsPublic, responses=COMMON_ERRORS)
-def read_populations(session: SessionDep, key: ReadKeyDep, skip: Annotated[int, Query(ge=0)] = 0,
-                     limit: Annotated[int, Query(ge=1, le=500)] = 100) -> PopulationsPublic:
-    """Populations, newest first, paged (count is the total)."""
-    populations, count = crud.list_populations(session=session, skip=skip, limit=limit)
-    data = [population_public(p, crud.refresh_population(session=session, population=p)) for p in populations]
+def read_populations(session: SessionDep, caller: ReadKeyDep, skip: Annotated[int, Query(ge=0)] = 0,
+                     limit: Annotated[int, Query(ge=1, le=100)] = 20) -> PopulationsPublic:
+    """The caller's populations, newest first, paged (count is the total), as last summarised: a list only reads
+    (GET /v1/populations/{id} brings one up to date)."""
+    populations, count = crud.list_populations(session=session, skip=skip, limit=limit,
+                                               owner=crud.visible_owner(caller))
+    data = [population_public(p, crud.population_rows(session=session, population=p)) for p in populations]
     return PopulationsPublic(data=data, count=count)
 
 
@@ -65,12 +69,13 @@ _ROUND_ERRORS = {404: {"model": ErrorPublic, "description": "no population has t
 
 
 @router.get("/{population_id}/rounds", response_model=PopulationRoundsPublic, responses=_ROUND_ERRORS)
-def read_population_rounds(population_id: str, session: SessionDep, key: ReadKeyDep,
+def read_population_rounds(population_id: str, session: SessionDep, caller: ReadKeyDep,
                            query: Annotated[RoundsQuery, Query()]) -> PopulationRoundsPublic:
     """The population's FL rounds: each device kind's download, local compute and upload, and for each K the
     chance that K of the sampled clients finish, the expected round time and, with deadline_s, the chance that K
     finish by it; deadline curves for the dashboard (understudy/rounds.py has the formulas)."""
-    population = crud.get_population(session=session, population_id=population_id)
+    population = crud.get_population(session=session, population_id=population_id,
+                                     owner=crud.visible_owner(caller))
     if population is None:
         raise NotFound(f"no population with id {population_id!r}")
     rows = crud.refresh_population(session=session, population=population)
@@ -81,12 +86,13 @@ def read_population_rounds(population_id: str, session: SessionDep, key: ReadKey
             responses={200: {"description": "the trace file (a pickle for fedscale, CSV for csv, else JSON)",
                              "content": {"application/json": {}, "text/csv": {}, "application/octet-stream": {}}},
                        **_ROUND_ERRORS})
-def read_population_trace(population_id: str, session: SessionDep, key: ReadKeyDep,
+def read_population_trace(population_id: str, session: SessionDep, caller: ReadKeyDep,
                           query: Annotated[TraceQuery, Query()]) -> Response:
     """A per-client trace of the population for an FL simulator: `clients` clients drawn from the fleet's weights,
     each one's download, compute and upload time in each of `rounds` rounds, availability and dropout, seeded.
     Formats: fedscale (FedScale's device-capacity pickle), oort, flgo, appfl, csv, json (understudy/traces.py)."""
-    population = crud.get_population(session=session, population_id=population_id)
+    population = crud.get_population(session=session, population_id=population_id,
+                                     owner=crud.visible_owner(caller))
     if population is None:
         raise NotFound(f"no population with id {population_id!r}")
     rows = crud.refresh_population(session=session, population=population)

@@ -30,10 +30,10 @@ router = APIRouter(prefix="/v1/predictions", tags=["predictions"])
     },
 )
 def create_predictions(body: PredictionCreate, response: Response, session: SessionDep, redis: RedisDep,
-                       settings: SettingsDep, key: WriteKeyDep) -> PredictionRequestPublic:
+                       settings: SettingsDep, caller: WriteKeyDep) -> PredictionRequestPublic:
     """Predict a workload's step time on each target: 202 with one prediction per target to poll, or 200 at once
     when every result is in the cache. The same request twice (or at the same moment) runs once."""
-    created = crud.create_predictions(session=session, redis=redis, settings=settings, request=body)
+    created = crud.create_predictions(session=session, redis=redis, settings=settings, request=body, caller=caller)
     if created.all_final:
         response.status_code = status.HTTP_200_OK
     data = [prediction_public(row, cached) for row, cached in zip(created.rows, created.cached, strict=True)]
@@ -43,9 +43,10 @@ def create_predictions(body: PredictionCreate, response: Response, session: Sess
 
 @router.get("/{prediction_id}", response_model=PredictionPublic,
             responses={404: {"model": ErrorPublic, "description": "no prediction has this id"}, **COMMON_ERRORS})
-def read_prediction(prediction_id: str, session: SessionDep, key: ReadKeyDep) -> PredictionPublic:
-    """One prediction: its status and, once done, its latency, the host setting it was measured under, and how."""
-    row = crud.get_prediction(session=session, prediction_id=prediction_id)
+def read_prediction(prediction_id: str, session: SessionDep, caller: ReadKeyDep) -> PredictionPublic:
+    """One prediction: its status and, once done, its latency, the host setting it was measured under, and how.
+    A key sees the predictions it asked for (an admin key every one)."""
+    row = crud.get_prediction(session=session, prediction_id=prediction_id, owner=crud.visible_owner(caller))
     if row is None:
         raise NotFound(f"no prediction with id {prediction_id!r}")
     return prediction_public(row)
@@ -54,7 +55,7 @@ def read_prediction(prediction_id: str, session: SessionDep, key: ReadKeyDep) ->
 @router.get("", response_model=PredictionsPublic, responses=COMMON_ERRORS)
 def read_predictions(
     session: SessionDep,
-    key: ReadKeyDep,
+    caller: ReadKeyDep,
     model: Annotated[str | None, Query(max_length=200, description="a timm model name")] = None,
     target: Annotated[str | None, Query(max_length=120, description="a target id")] = None,
     host: Annotated[str | None, Query(max_length=200, description="host class, fingerprint, GPU name or worker "
@@ -74,10 +75,11 @@ def read_predictions(
     skip: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> PredictionsPublic:
-    """The history, newest first unless sorted otherwise, filtered, searched and paged (count is the total over all
-    pages)."""
+    """The caller's history (an admin key's: everyone's), newest first unless sorted otherwise, filtered, searched
+    and paged (count is the total over all pages)."""
     filters = crud.PredictionFilters(model=model, target=target, host=host, estimator=estimator, status=status_,
-                                     since=since, until=until, workload_digest=workload, request_id=request_id, q=q)
+                                     since=since, until=until, workload_digest=workload, request_id=request_id, q=q,
+                                     owner=crud.visible_owner(caller))
     rows, count = crud.list_predictions(session=session, filters=filters, skip=skip, limit=limit, sort=sort,
                                         descending=order == "desc")
     return PredictionsPublic(data=[prediction_public(row) for row in rows], count=count)

@@ -28,14 +28,14 @@ def _target(target_id: str) -> TargetSpec:
 
 
 @router.get("", response_model=TargetsPublic)
-def read_targets(key: ReadKeyDep) -> TargetsPublic:
+def read_targets(caller: ReadKeyDep) -> TargetsPublic:
     """Every GPU in the catalog, with its specification and sources."""
     data = [TargetPublic(**spec.model_dump()) for spec in catalog()]
     return TargetsPublic(data=data, count=len(data))
 
 
 @router.get("/{target_id}", response_model=TargetPublic, responses=NOT_FOUND)
-def read_target(target_id: str, key: ReadKeyDep) -> TargetPublic:
+def read_target(target_id: str, caller: ReadKeyDep) -> TargetPublic:
     """One GPU, by id or by a name or alias that means exactly one ("RTX 3090", "rtx3090")."""
     return TargetPublic(**_target(target_id).model_dump())
 
@@ -49,16 +49,18 @@ def read_target(target_id: str, key: ReadKeyDep) -> TargetPublic:
                422: {"model": ErrorPublic, "description": "a point is invalid (named in errors[].field)"}},
 )
 def create_calibration(target_id: str, body: CalibrationCreate, session: SessionDep, settings: SettingsDep,
-                       key: WriteKeyDep) -> CalibrationPublic:
-    """Store a few measured step times of this target. Predictions with estimator "calibrated" then scale the base
-    estimator's prediction by a correction fitted to these points (the target's latest calibration is used)."""
+                       caller: WriteKeyDep) -> CalibrationPublic:
+    """Store a few measured step times of this target. The caller's predictions with estimator "calibrated" then
+    scale the base estimator's prediction by a correction fitted to these points (the caller's latest calibration of
+    the target is used; another key's requests use it only when they name its id)."""
     row = crud.create_calibration(session=session, settings=settings, target=_target(target_id), request=body,
-                                  key=key)
+                                  caller=caller)
     return calibration_public(row)
 
 
 @router.get("/{target_id}/calibrations", response_model=CalibrationsPublic, responses=NOT_FOUND)
-def read_calibrations(target_id: str, session: SessionDep, key: ReadKeyDep) -> CalibrationsPublic:
-    """This target's calibrations, latest first (the one predictions use)."""
-    rows = crud.list_calibrations(session=session, target_id=_target(target_id).id)
+def read_calibrations(target_id: str, session: SessionDep, caller: ReadKeyDep) -> CalibrationsPublic:
+    """The caller's calibrations of this target, latest first (the one its predictions use)."""
+    rows = crud.list_calibrations(session=session, target_id=_target(target_id).id,
+                                  owner=crud.visible_owner(caller))
     return CalibrationsPublic(data=[calibration_public(row) for row in rows], count=len(rows))
