@@ -89,8 +89,9 @@ def has_live_worker(*, session: Session, redis: Redis, settings: Settings, queue
     key in Redis (which expires UNDERSTUDY_LOCK_TTL_S after the worker stops refreshing it)."""
     fresh = session.scalars(select(Host).where(
         Host.last_heartbeat >= func.now() - timedelta(seconds=settings.host_stale_s))).all()
-    tokens = [str(host.info.get("worker")) for host in fresh
-              if queue in ((host.info or {}).get("queues") or [host.host_class]) and (host.info or {}).get("worker")]
+    tokens = [str(host.info.get("lock_token")) for host in fresh
+              if queue in ((host.info or {}).get("queues") or [host.host_class])
+              and (host.info or {}).get("lock_token")]
     return any(redis.exists(alive_key(token)) for token in tokens)
 
 

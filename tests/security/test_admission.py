@@ -92,7 +92,7 @@ def test_without_a_live_worker_a_job_is_refused_instead_of_waiting_forever(clien
     token = "us-box:gpu0-1-abcdef"
     with Session(db) as session:
         session.add(Host(id="box:gpu0", host_class="cpu", fingerprint="cpu", last_heartbeat=utcnow(),
-                         info={"queues": ["cpu"], "worker": token}))
+                         info={"queues": ["cpu"], "lock_token": token}))
         session.commit()
     assert client.post("/v1/predictions", json=body(), headers=keys.a).status_code == 503  # its liveness key expired
     redis.set(alive_key(token), "1")

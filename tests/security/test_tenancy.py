@@ -75,15 +75,15 @@ def test_listing_populations_only_reads(client, redis, db, keys, configure):
 def test_a_workers_pid_lock_and_token_are_for_admins_only(client, db, keys, configure):
     with Session(db) as session:
         session.add(Host(id="box:gpu0", host_class="cpu", fingerprint="cpu", last_heartbeat=utcnow(),
-                         info={"queues": ["cpu"], "worker": "us-box:gpu0-77-abcdef", "pid": 77,
+                         info={"queues": ["cpu"], "lock_token": "us-box:gpu0-77-abcdef", "pid": 77,
                                "lock": "understudy:lock:box:gpu0", "gpu_name": None}))
         session.commit()
 
     public = client.get("/v1/hosts", headers=keys.a).json()["data"][0]["info"]
     admin = client.get("/v1/hosts", headers=keys.admin).json()["data"][0]["info"]
 
-    assert not {"pid", "lock", "worker"} & set(public)
-    assert {"pid", "lock", "worker"} <= set(admin)
+    assert not {"pid", "lock", "lock_token"} & set(public)
+    assert {"pid", "lock", "lock_token"} <= set(admin)
 
 
 def test_only_an_admin_key_manages_keys(client, keys, configure):

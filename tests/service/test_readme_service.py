@@ -125,6 +125,18 @@ def wait_ready(port: int, processes: list[subprocess.Popen[str]], timeout_s: flo
     raise AssertionError("the API never became ready")
 
 
+def wait_worker(port: int, key: str, processes: list[subprocess.Popen[str]], timeout_s: float = 120.0) -> None:
+    """Until the worker has registered: the API refuses work that no live worker would take (503)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert all(p.poll() is None for p in processes), "the API or the worker stopped early"
+        answer = httpx.get(f"http://127.0.0.1:{port}/v1/hosts", headers={"X-API-Key": key}, timeout=5)
+        if answer.status_code == 200 and answer.json()["data"]:
+            return
+        time.sleep(0.5)
+    raise AssertionError("the worker never registered")
+
+
 def test_the_readme_service_section_runs_as_written_on_a_fresh_database(readme_run: ReadmeRun) -> None:
     setup, requests = bash_blocks(SECTION)[:2]
     key = ""
@@ -144,18 +156,21 @@ def test_the_readme_service_section_runs_as_written_on_a_fresh_database(readme_r
                 key = output.strip().splitlines()[-1]
     assert key.startswith("us_"), "keys create printed no key"
     readme_run.env["KEY"] = key
+    readme_run.env["H"] = f"X-API-Key: {key}"  # the README's shorthand for the reads' header
     wait_ready(readme_run.port, readme_run.processes)
+    wait_worker(readme_run.port, key, readme_run.processes)
 
     post, *reads = curl_commands(requests)
     created = json.loads(readme_run.run(readme_run.substitute(post)))
+    assert "data" in created, created
     ids = [item["id"] for item in created["data"]]
     # No GPU worker registered here, so the API picks analytic.
     assert len(ids) == 3 and {item["estimator"] for item in created["data"]} == {"analytic"}
 
     deadline = time.monotonic() + 240
     while True:
-        states = [json.loads(readme_run.run(readme_run.substitute(f"curl -s localhost:8000/v1/predictions/{i}")))
-                  for i in ids]
+        states = [json.loads(readme_run.run(readme_run.substitute(
+            f'curl -s -H "X-API-Key: $KEY" localhost:8000/v1/predictions/{i}'))) for i in ids]
         if all(state["status"] in ("done", "oom", "failed") for state in states) or time.monotonic() > deadline:
             break
         time.sleep(1)
