@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from understudy.workload import Workload, sha256_of
@@ -47,7 +48,6 @@ class CalibrationSet(BaseModel):
 
 
 CLASSES = ("tensor", "simt", "other")
-MODES = ("infer", "train")
 # Ridge weight, in points, on each log-scale: chosen among 2, 5 and 10 on the RTX 3090 files at k = 5 and reported on
 # the RTX 4090's (benchmarks/accuracy/calibration.py). The zero-shot errors there are per workload, not per target, so
 # the strongest pull toward the zero-shot prediction did least harm.
@@ -84,7 +84,8 @@ class Correction(BaseModel):
 
 
 def fit_correction(points: Sequence[FitPoint], prior_points: float = PRIOR_POINTS) -> Correction:
-    """The ridge-regularised least-squares fit of the log-scales (Gauss-Newton; a handful of points and scales)."""
+    """The ridge-regularised least-squares fit of the log-scales (Gauss-Newton steps; the ridge rows keep each step's
+    system of full rank)."""
     usable = [p for p in points if p.predicted_ms > 0 and p.measured_ms > 0 and math.isfinite(p.predicted_ms)
               and math.isfinite(p.measured_ms)]
     if not usable:
@@ -119,29 +120,9 @@ def fit_correction(points: Sequence[FitPoint], prior_points: float = PRIOR_POINT
         for j in range(n_class + n_mode):
             rows.append([weight if i == j else 0.0 for i in range(n_class + n_mode)])
             values.append(-weight * x[j])
-        step = _least_squares(rows, values)
+        step = np.linalg.lstsq(np.array(rows), np.array(values), rcond=None)[0].tolist()
         x = [a + b for a, b in zip(x, step, strict=True)]
         if max(abs(v) for v in step) < 1e-9:
             break
     return Correction(class_log_scales=dict(zip(CLASSES, x[:n_class], strict=True)),
                       mode_log_scales=dict(zip(modes, x[n_class:], strict=True)), points=len(usable))
-
-
-def _least_squares(rows: list[list[float]], values: list[float]) -> list[float]:
-    """argmin |A s - v| through the normal equations (A has full column rank: the ridge rows see to it)."""
-    n = len(rows[0])
-    normal = [[sum(r[i] * r[j] for r in rows) for j in range(n)] for i in range(n)]
-    rhs = [sum(r[i] * v for r, v in zip(rows, values, strict=True)) for i in range(n)]
-    for col in range(n):  # Gaussian elimination with partial pivoting
-        pivot = max(range(col, n), key=lambda k: abs(normal[k][col]))
-        normal[col], normal[pivot] = normal[pivot], normal[col]
-        rhs[col], rhs[pivot] = rhs[pivot], rhs[col]
-        for k in range(col + 1, n):
-            f = normal[k][col] / normal[col][col]
-            for j in range(col, n):
-                normal[k][j] -= f * normal[col][j]
-            rhs[k] -= f * rhs[col]
-    solution = [0.0] * n
-    for i in reversed(range(n)):
-        solution[i] = (rhs[i] - sum(normal[i][j] * solution[j] for j in range(i + 1, n))) / normal[i][i]
-    return solution

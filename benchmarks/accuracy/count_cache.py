@@ -21,16 +21,9 @@ from engine.counting import WorkloadCounts
 from evaluation.evaluate import read_rows
 
 
-class _Unpickler(pickle.Unpickler):
-    """Reads caches written before the engine moved out of worker/ (worker.counting is engine.counting now)."""
-
-    def find_class(self, module: str, name: str) -> object:
-        return super().find_class("engine.counting" if module == "worker.counting" else module, name)
-
-
 def read_cache(path: Path) -> dict[str, WorkloadCounts | None]:
-    with path.open("rb") as handle:
-        return _Unpickler(handle).load()  # type: ignore[no-any-return]
+    counts: dict[str, WorkloadCounts | None] = pickle.loads(path.read_bytes())
+    return counts
 
 
 def load_counts(workloads: list[Workload], cache: Path | None,

@@ -102,6 +102,7 @@ def out_of_memory(workload: Workload, target: TargetSpec) -> Estimate | None:
     Every estimator asks the same prediction: a host's own peak is no guide to a smaller card's, since on a host with
     far more memory cuDNN's autotuner picks algorithms with workspaces a smaller card trades for leaner ones
     (regnetz_d32 inference at batch 1024 peaked at 52 GB on the H200 and ran on 24 GB cards)."""
+    # Here, not at the top: counting imports torch, and this module is the interface every estimator imports.
     from engine.counting import counts_for
     from engine.estimators.memory import fits, predict_memory
 
