@@ -14,34 +14,29 @@ TIMM_LIMIT = {"hostaware": 10.0, "analytic": 15.0}
 LAMBDA_LIMIT = {"hostaware": 12.0, "analytic": 20.0}
 
 
+def _cell(score: dict | None, metric: str, limit: float, rows: bool) -> str:
+    """One estimator's figure for one row: the metric, its bias, a mark past the issue's limit (and the row count)."""
+    if score is None:
+        return "—"
+    mark = "" if score[metric] <= limit else " ✗"
+    return f"{score[metric]:.1f} % ({score['bias']:+.0f} %){mark}" + (f" n={score['n']}" if rows else "")
+
+
 def logo_tables(folder: Path) -> None:
     reports = {kind: json.loads((folder / f"{kind}-logo.json").read_text()) for kind in ("hostaware", "analytic")}
-    print("| timm file (constants chosen without its GPU) | hostaware MAPE (bias), rows | analytic MAPE (bias), rows |")
-    print("|---|---|---|")
-    names = sorted(k for k in reports["analytic"]["scores"] if k.startswith("timm"))
-    for name in names:
-        cells = []
-        for kind in ("hostaware", "analytic"):
-            score = reports[kind]["scores"].get(name)
-            if score is None:
-                cells.append("—")
-                continue
-            mark = "" if score["mape"] <= TIMM_LIMIT[kind] else " ✗"
-            cells.append(f"{score['mape']:.1f} % ({score['bias']:+.0f} %){mark} n={score['n']}")
-        print(f"| {name} | {cells[0]} | {cells[1]} |")
-    print()
-    print("| Lambda GPU, precision (ratio to the RTX 3090) | hostaware ratio error | analytic ratio error |")
-    print("|---|---|---|")
-    for name in sorted(k for k in reports["analytic"]["scores"] if k.startswith("lambda")):
-        cells = []
-        for kind in ("hostaware", "analytic"):
-            score = reports[kind]["scores"].get(name)
-            if score is None:
-                cells.append("—")
-                continue
-            mark = "" if score["ratio_error"] <= LAMBDA_LIMIT[kind] else " ✗"
-            cells.append(f"{score['ratio_error']:.1f} % ({score['bias']:+.0f} %){mark}")
-        print(f"| {name.removeprefix('lambda ')} | {cells[0]} | {cells[1]} |")
+    tables = (("timm", "timm file (constants chosen without its GPU) | hostaware MAPE (bias), rows | analytic MAPE "
+               "(bias), rows", "mape", TIMM_LIMIT, True),
+              ("lambda", "Lambda GPU, precision (ratio to the RTX 3090) | hostaware ratio error | analytic ratio "
+               "error", "ratio_error", LAMBDA_LIMIT, False))
+    for index, (prefix, header, metric, limits, rows) in enumerate(tables):
+        if index:
+            print()
+        print(f"| {header} |")
+        print("|---|---|---|")
+        for name in sorted(k for k in reports["analytic"]["scores"] if k.startswith(prefix)):
+            cells = [_cell(reports[kind]["scores"].get(name), metric, limits[kind], rows)
+                     for kind in ("hostaware", "analytic")]
+            print(f"| {name.removeprefix('lambda ')} | {cells[0]} | {cells[1]} |")
     host = sorted(k for k in reports["analytic"]["scores"] if k.startswith("h200-host"))
     if host:
         print()
