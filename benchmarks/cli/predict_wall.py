@@ -19,6 +19,7 @@ The machine is shared: the load average before and after each run is in the repo
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import resource
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -108,30 +110,82 @@ def cache(repeats: int, cold_runs: int) -> dict[str, Any]:
     return report
 
 
-def first(workloads: list[list[str]]) -> dict[str, Any]:
+# What `understudy predict` imports on a cache miss, imported once before anything is timed (engine.estimators
+# and cli.local bring in the rest lazily; tests/engine/test_cli.py keeps a cached answer free of torch).
+WARM_UP_IMPORTS = ("torch", "timm", "torch.profiler", "torch.utils.flop_counter", "cli.main", "cli.local",
+                   "cli.service", "engine.engine", "engine.bench", "engine.timing", "engine.counting",
+                   "engine.workloads", "engine.estimators.hostaware", "engine.estimators.memory", "ledger.db",
+                   "ledger.predictions")
+# The CUDA libraries torch loads only at a first convolution or matrix product (cuDNN, cuBLAS, and NVRTC for
+# cuDNN's runtime-compiled kernels): read once, so that the first timed workload does not pay for the disk.
+LAZY_LIBRARIES = ("libcudnn*.so*", "libcublas*.so*", "libnvrtc*.so*")
+WARM_UP = f"""
+import glob, importlib, os, sys
+for name in {WARM_UP_IMPORTS!r}:
+    importlib.import_module(name)
+import nvidia, torch
+for folder in [*nvidia.__path__, os.path.dirname(torch.__file__)]:
+    for pattern in {LAZY_LIBRARIES!r}:
+        for path in glob.glob(os.path.join(folder, "**", pattern), recursive=True):
+            with open(path, "rb") as library:
+                while library.read(1 << 24):
+                    pass
+from ledger.db import init_sqlite
+init_sqlite("sqlite:///:memory:")
+torch.cuda.is_available() and torch.cuda.init()
+"""
+
+
+def warm_up() -> dict[str, Any]:
+    """Once, before anything is timed: the Python and CUDA libraries into the page cache, and Python's bytecode
+    written, so that the first timed run does not pay for the disk or the compiler and make the later ones look
+    cheaper than they are. Bytecode is what pip writes when it installs a package; an image that ships packages
+    without it (the GPU test host's sets PYTHONDONTWRITEBYTECODE and has none for torch) would make every process
+    compile torch, timm and torchvision anew. The timed runs keep the machine's setting and only read it."""
+    plain_import = [sys.executable, "-c", "import torch, timm"]
+    torch_init = importlib.util.find_spec("torch")
+    had_bytecode = bool(torch_init and torch_init.origin
+                        and Path(importlib.util.cache_from_source(torch_init.origin)).is_file())
+    started = time.perf_counter()
+    subprocess.run(plain_import, check=False, cwd=ROOT, timeout=600)
+    before = time.perf_counter() - started
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", WARM_UP], check=False, cwd=ROOT, env=env, timeout=600)
+    warm = time.perf_counter() - started
+    started = time.perf_counter()
+    subprocess.run(plain_import, check=False, cwd=ROOT, timeout=600)
+    return {"import_torch_timm_before_s": round(before, 3), "warm_up_s": round(warm, 3),
+            "import_torch_timm_after_s": round(time.perf_counter() - started, 3),
+            "torch_had_bytecode": had_bytecode,
+            "machine_forbids_bytecode": bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))}
+
+
+def first(workloads: list[list[str]], save: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """Per workload, in this order: ten targets (the first prediction of the workload on this machine: it also pays
+    for the kernels the CUDA driver compiles and caches on disk for it), the ten again (from the cache), one target
+    in a fresh cache, and the phases in a child. `save` gets the report after each workload."""
     report: dict[str, Any] = {"targets": list(FIRST_TARGETS), "load_before": os.getloadavg(), "workloads": []}
     report["python_start"] = summary(python_start())
-    # Once, before anything is timed: torch's libraries into the page cache, so that the first timed run does not
-    # pay for the disk and make the later ones look cheaper than they are.
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import torch, timm; torch.cuda.is_available() and torch.cuda.init()"],
-                   check=False, cwd=ROOT, timeout=600)
-    report["warm_up_s"] = round(time.perf_counter() - started, 3)
+    report.update(warm_up())
     for workload in workloads:
         row: dict[str, Any] = {"workload": " ".join(workload)}
         with tempfile.TemporaryDirectory(prefix="understudy-cli-") as scratch:
-            row["one_target"] = predict_once(workload, FIRST_TARGETS[0], Path(scratch))
-        with tempfile.TemporaryDirectory(prefix="understudy-cli-") as scratch:
             row["ten_targets"] = predict_once(workload, ",".join(FIRST_TARGETS), Path(scratch))
             row["ten_targets_cached"] = predict_once(workload, ",".join(FIRST_TARGETS), Path(scratch))
+        with tempfile.TemporaryDirectory(prefix="understudy-cli-") as scratch:
+            row["one_target"] = predict_once(workload, FIRST_TARGETS[0], Path(scratch))
+        # An upper bound: the one-target run comes second and finds the driver's compiled kernels on disk.
         row["per_extra_target_s"] = round((row["ten_targets"]["wall_s"] - row["one_target"]["wall_s"])
                                           / (len(FIRST_TARGETS) - 1), 3)
         row["phases"] = phases_in_child(workload)
         report["workloads"].append(row)
+        report["load_after"] = os.getloadavg()
+        save(report)
         print(f"{row['workload']}: 10 targets {row['ten_targets']['wall_s']:.1f} s, 1 target "
               f"{row['one_target']['wall_s']:.1f} s, cached {row['ten_targets_cached']['wall_s']:.2f} s",
               file=sys.stderr, flush=True)
-    report["load_after"] = os.getloadavg()
     return report
 
 
@@ -145,7 +199,9 @@ def phases_in_child(workload: list[str]) -> dict[str, Any]:
 
 
 def phases(workload_args: list[str]) -> dict[str, float]:
-    """One first prediction's phases, in this process: what the 10-target wall time is made of."""
+    """One first prediction's phases, in this process, along the path `understudy predict` takes (cli.local's
+    LocalPredictor, an empty cache): what the 10-target wall time is made of. The measurement is split by wrapping
+    engine.timing's steps, which changes nothing they do."""
     marks: dict[str, float] = {}
     started = time.perf_counter()
 
@@ -154,32 +210,60 @@ def phases(workload_args: list[str]) -> dict[str, float]:
         marks[name] = round(time.perf_counter() - started, 3)
         started = time.perf_counter()
 
-    import timm  # noqa: F401 - the import is the phase
-    import torch  # noqa: F401
+    import torch  # noqa: F401 - the import is the phase
 
-    mark("import_torch_timm_s")
-    from understudy.catalog import resolve_target
-    from understudy.workload import Workload
+    mark("import_torch_s")
+    import timm  # noqa: F401
+
+    mark("import_timm_s")
+    from cli import main as _cli_main  # noqa: F401 - what the command imports before it predicts
+    from cli.local import LocalPredictor, predict_cached
+    from engine import timing
+    from engine.counting import counts_for
     from engine.engine import Engine
-    from engine.estimators.analytic import counts_for
-    from engine.measurement_log import MeasurementLog
+    from understudy.catalog import resolve_target
+    from understudy.settings import get_settings
+    from understudy.workload import Workload
 
     model, *options = workload_args
     pairs = dict(zip(options[::2], options[1::2], strict=True))
     workload = Workload(model=model, mode=pairs.get("--mode", "train"),  # type: ignore[arg-type]
                         batch_size=int(pairs.get("--batch-size", 32)))
     targets = [resolve_target(name) for name in FIRST_TARGETS]
-    mark("import_understudy_s")
+    mark("import_cli_s")
+    parts: dict[str, float] = {}
+
+    def timed(name: str, function: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            begun = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                parts[name] = parts.get(name, 0.0) + time.perf_counter() - begun
+        return wrapper
+
+    timing.StepTimer._build = timed("build_step_s", timing.StepTimer._build)  # type: ignore[method-assign]
+    for name in ("_warm_up", "_capture", "_time_windows", "_profile"):
+        setattr(timing, name, timed(name.strip("_") + "_s", getattr(timing, name)))
+    Engine._result = timed("estimate_s", Engine._result)  # type: ignore[method-assign]
     with tempfile.TemporaryDirectory(prefix="understudy-phases-") as scratch:
-        engine = Engine(log=MeasurementLog(Path(scratch) / "log.jsonl"))
+        settings = get_settings().model_copy(update={"cache_dir": scratch})
+        local = LocalPredictor(settings, f"sqlite:///{Path(scratch) / 'predictions.sqlite'}")
+        engine = local.engine()
         mark("engine_and_host_probe_s")
+        store = local.store()
+        mark("open_store_s")
         counts_for(workload)
         mark("count_on_meta_device_s")
+        predict_cached(engine, store, workload, targets)
+        mark("measure_estimate_store_10_targets_s")
+        marks.update({f"of_which.{name}": round(value, 3) for name, value in parts.items()})
+        parts.clear()
+        # Again in this process: the CUDA context, the libraries and cuDNN's algorithm choices are warm now, so
+        # the difference from the first is what a first measurement pays once.
         engine.predict(workload, targets)
-        mark("measure_and_estimate_10_targets_s")
-        # Again: the measurement now comes from the log and the counts from memory, so this is estimating alone.
-        engine.predict(workload, targets)
-        mark("estimate_10_targets_again_s")
+        mark("measure_estimate_10_targets_again_s")
+        marks.update({f"again.{name}": round(value, 3) for name, value in parts.items()})
     return marks
 
 
@@ -199,15 +283,28 @@ def markdown(kind: str, report: dict[str, Any]) -> str:
                          f"{s['cpu']['median_s']:.3f} | {s['runs']} |")
         lines += ["", f"Every cached run answered all targets from the cache: {report['all_cached']}."]
     else:
-        lines += ["| workload | 1 target s | 10 targets s | per extra target s | 10 cached s |",
+        lines += [f"Before anything is timed: `import torch, timm` took {report['import_torch_timm_before_s']:.2f} s "
+                  f"(a cold page cache{'' if report['torch_had_bytecode'] else ', no bytecode for torch'}"
+                  f"{', PYTHONDONTWRITEBYTECODE set' if report['machine_forbids_bytecode'] else ''}); the warm-up "
+                  f"(imports with bytecode written, the CUDA libraries read) {report['warm_up_s']:.2f} s; "
+                  f"`import torch, timm` after it {report['import_torch_timm_after_s']:.2f} s.", "",
+                  "Per workload, in order: ten targets (the workload's first prediction), the ten again (cached), "
+                  "one target in a fresh cache. Per extra target: (ten - one) / 9, an upper bound (the one-target "
+                  "run finds the kernels the driver compiled for the first on disk).", "",
+                  "| workload | 10 targets s | 10 cached s | 1 target s | per extra target s |",
                   "|---|---|---|---|---|"]
         for row in report["workloads"]:
-            lines.append(f"| {row['workload']} | {row['one_target']['wall_s']:.2f} | "
-                         f"{row['ten_targets']['wall_s']:.2f} | {row['per_extra_target_s']:.3f} | "
-                         f"{row['ten_targets_cached']['wall_s']:.2f} |")
-        lines += ["", "Phases of one first prediction (seconds):", ""]
-        for row in report["workloads"]:
-            lines.append(f"- {row['workload']}: " + ", ".join(f"{k} {v}" for k, v in row["phases"].items()))
+            lines.append(f"| {row['workload']} | {row['ten_targets']['wall_s']:.2f} | "
+                         f"{row['ten_targets_cached']['wall_s']:.2f} | {row['one_target']['wall_s']:.2f} | "
+                         f"{row['per_extra_target_s']:.3f} |")
+        names = list(dict.fromkeys(name for row in report["workloads"] for name in row["phases"]))
+        lines += ["", "Phases of one first prediction in a child process, along the command's path (seconds; "
+                  "`of_which` splits the measurement, `again` repeats it in the same process):", "",
+                  "| phase | " + " | ".join(row["workload"].split()[0] for row in report["workloads"]) + " |",
+                  "|---|" + "---|" * len(report["workloads"])]
+        for name in names:
+            lines.append(f"| {name} | " + " | ".join(str(row["phases"].get(name, "")) for row in report["workloads"])
+                         + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -223,14 +320,20 @@ def main() -> int:
     if args.kind == "phases":
         sys.stdout.write(json.dumps(phases(args.workload)) + "\n")
         return 0
-    report = cache(args.repeats, args.cold_runs) if args.kind == "cache" else first(
-        list(FIRST_WORKLOADS[: args.workloads]))
-    report["command"] = " ".join([Path(sys.executable).name, "-m", "benchmarks.cli.predict_wall", *sys.argv[1:]])
-    report["date"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    report["machine"] = f"{os.cpu_count()} cores, {os.uname().nodename}"
+    command = " ".join([Path(sys.executable).name, "-m", "benchmarks.cli.predict_wall", *sys.argv[1:]])
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.kind}.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / f"{args.kind}.md").write_text(markdown(args.kind, report))
+
+    def save(report: dict[str, Any]) -> None:
+        report.update(command=command, date=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                      machine=f"{os.cpu_count()} cores, {os.uname().nodename}")
+        (args.out / f"{args.kind}.json").write_text(json.dumps(report, indent=2) + "\n")
+        (args.out / f"{args.kind}.md").write_text(markdown(args.kind, report))
+
+    if args.kind == "cache":
+        report = cache(args.repeats, args.cold_runs)
+    else:
+        report = first(list(FIRST_WORKLOADS[: args.workloads]), save)
+    save(report)
     sys.stdout.write(markdown(args.kind, report))
     return 0
 
