@@ -5,10 +5,11 @@ Two measurements, each written as JSON and markdown to --out:
 - `cache` (any machine; the committed report is from the project's 2-core machine without a GPU): the first
   (cold) prediction of a workload, with an empty cache and no remembered host probe, and its repeats, answered from
   the cache. The goal: a cached answer in under 1 s.
-- `first` (the GPU test host): the first prediction of one workload for 10 targets with the default estimator
-  (`hostaware`), against the same workload for 1 target, each in a fresh process with an empty cache; the goal is
-  under 10 s for 10 targets and under 0.5 s per target beyond the first. A child process also times the phases of
-  one first prediction (imports, host probe, counting, measuring, estimating).
+- `first` (the GPU test host): after a warm-up (imports with bytecode written, CUDA libraries read), the first
+  prediction of one workload for 10 targets with the default estimator (`hostaware`), then the same workload for 1
+  target, each in a fresh process with an empty cache; the goal is under 10 s for 10 targets and under 0.5 s per
+  target beyond the first. A child process also times the phases of one prediction along the command's path
+  (imports, host probe, store, counting, the measurement's parts, estimating).
 
     .venv/bin/python -m benchmarks.cli.predict_wall cache --out benchmarks/cli/results
     source scripts/device_setup.sh && python3 -m benchmarks.cli.predict_wall first --out $OUT
