@@ -8,13 +8,20 @@ Two things a GPU does that the meta device does not show are counted beside the 
 - Layout conversions. cuDNN's tensor-core convolutions work in NHWC; given channels-first (NCHW) activations a GPU
   transposes them in and the result back out, one read and one write each way. Those are 'layout' ops, so a
   channels-last workload (no conversion) is priced apart from the same workload in NCHW.
+- Strided copies. A memory-bound kernel reading a permuted tensor (a transpose or window partition made contiguous)
+  gathers with uncoalesced accesses and moves its bytes more slowly than a dense one; those are 'strided' ops.
 - Memory. The trace frees a tensor when the step's Python code drops its last reference, as the caching allocator
   does on a GPU, so the peak of the bytes alive during the trace is the step's peak of activations (and, in
   training, of saved activations and gradients). engine.estimators.memory turns it into a peak on the GPU.
+
+Mixed precision is traced as CUDA's autocast runs it (`_Autocast`): torch.autocast does nothing on the meta device,
+and a step traced wholly in fp16 misses what autocast really does: fp32 weights cast once per step (and the cast
+copies kept until the step ends), normalisations, softmax and losses computed and stored in fp32, fp32 gradients.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -26,14 +33,14 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_unflatten
 from torch.utils.flop_counter import flop_registry
 
 from understudy.workload import Workload
 from engine.workloads import build_model, make_optimizer, make_step
 
-OpKind = Literal["tensor", "matmul32", "depthwise", "memory", "layout"]
-KINDS: tuple[OpKind, ...] = ("tensor", "matmul32", "depthwise", "memory", "layout")
+OpKind = Literal["tensor", "matmul32", "depthwise", "memory", "layout", "strided"]
+KINDS: tuple[OpKind, ...] = ("tensor", "matmul32", "depthwise", "memory", "layout", "strided")
 
 aten = torch.ops.aten
 _CONV = {aten.convolution.default, aten.convolution_backward.default, aten._convolution.default}
@@ -67,7 +74,7 @@ class WorkloadCounts:
     kinds: dict[str, KindTotals] = field(default_factory=dict)
     # (kind, flops, bytes) per kernel, kept for the roofline (max of compute and memory time is per op).
     ops: list[tuple[str, float, float]] = field(default_factory=list)
-    param_bytes: float = 0.0  # the weights as the trace held them (in the compute dtype under AMP)
+    param_bytes: float = 0.0  # the weights in the model's dtype (fp32 under AMP)
     param_count: int = 0
     buffer_bytes: float = 0.0  # batch-norm statistics and other buffers
     input_bytes: float = 0.0  # the batch (and labels) the step reads
@@ -103,7 +110,7 @@ def _nbytes(values: Any) -> int:
     return sum(t.numel() * t.element_size() for t in flat if isinstance(t, torch.Tensor))
 
 
-def _kind(func: Any, args: tuple[Any, ...], compute_dtype: torch.dtype) -> OpKind:
+def _kind(func: Any, args: tuple[Any, ...]) -> OpKind:
     if func in _CONV:
         weight = args[1] if func is not aten.convolution_backward.default else args[2]
         groups = args[8] if func is not aten.convolution_backward.default else args[9]
@@ -113,8 +120,21 @@ def _kind(func: Any, args: tuple[Any, ...], compute_dtype: torch.dtype) -> OpKin
         return "tensor"
     if func in _MATMUL:
         # PyTorch's default keeps fp32 matmuls off TF32 (convolutions may use it): they run on the FP32 lanes.
-        return "tensor" if compute_dtype != torch.float32 else "matmul32"
+        return "matmul32" if args[0].dtype == torch.float32 else "tensor"
+    if any(_permuted(t) for t in tree_flatten(args)[0]):
+        return "strided"
     return "memory"
+
+
+def _permuted(tensor: Any) -> bool:
+    """Whether a kernel reading `tensor` gathers across it: its strides, over the dimensions that are not size 1 or
+    broadcast, are not in decreasing order (a transpose or permute), and it is not a dense channels-last tensor."""
+    if not isinstance(tensor, torch.Tensor) or tensor.dim() < 2 or tensor.numel() < 2:
+        return False
+    strides = [stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True) if size > 1 and stride]
+    if all(a >= b for a, b in itertools.pairwise(strides)):
+        return False
+    return not (tensor.dim() == 4 and tensor.is_contiguous(memory_format=torch.channels_last))
 
 
 def _layout_bytes(func: Any, args: tuple[Any, ...], out: Any) -> float:
@@ -157,9 +177,8 @@ class _LiveBytes:
 
 
 class _CountingMode(TorchDispatchMode):
-    def __init__(self, compute_dtype: torch.dtype, channels_first: bool = False) -> None:
+    def __init__(self, channels_first: bool = False) -> None:
         super().__init__()
-        self.compute_dtype = compute_dtype
         # Whether the step's activations are NCHW. Read from the workload, not from strides: the meta device's
         # convolution returns contiguous (NCHW) outputs even for channels-last inputs, where a GPU keeps NHWC.
         self.channels_first = channels_first
@@ -178,7 +197,7 @@ class _CountingMode(TorchDispatchMode):
         moved = float(_nbytes(args) + _nbytes(kwargs) + _nbytes(out))
         if moved == 0:
             return out
-        kind = _kind(func, args, self.compute_dtype)
+        kind = _kind(func, args)
         if kind == "depthwise":
             flops = _depthwise_flops(func, args, out)
         else:
@@ -191,6 +210,61 @@ class _CountingMode(TorchDispatchMode):
                 and (layout := _layout_bytes(func, args, out)) > 0):
             self.ops.append(("layout", 0.0, layout))
         return out
+
+
+# CUDA autocast's op lists (torch.amp docs, "CUDA Ops that can autocast to float16" and "... to float32"), by the
+# names the torch functions and Tensor methods carry. einsum is autocast through the bmm it runs.
+_AUTOCAST_LOWER = frozenset({
+    "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "linear", "matmul",
+    "__matmul__", "__rmatmul__", "mm", "mv", "bmm", "baddbmm", "addmm", "addmv", "addr", "addbmm", "chain_matmul",
+    "multi_dot", "prelu", "einsum", "scaled_dot_product_attention",
+})
+_AUTOCAST_FP32 = frozenset({
+    "__pow__", "__rdiv__", "__rpow__", "__rtruediv__", "acos", "asin", "binary_cross_entropy_with_logits", "cosh",
+    "cosine_embedding_loss", "cdist", "cosine_similarity", "cross_entropy", "cumprod", "cumsum", "dist", "erfinv",
+    "exp", "expm1", "group_norm", "hinge_embedding_loss", "kl_div", "l1_loss", "layer_norm", "log", "log_softmax",
+    "log10", "log1p", "log2", "margin_ranking_loss", "mse_loss", "multilabel_margin_loss", "multi_margin_loss",
+    "nll_loss", "norm", "normalize", "pdist", "poisson_nll_loss", "pow", "prod", "reciprocal", "rsqrt", "sinh",
+    "smooth_l1_loss", "soft_margin_loss", "softmax", "softmin", "softplus", "sum", "renorm", "tan",
+    "triplet_margin_loss",
+})
+
+
+class _Autocast(TorchFunctionMode):
+    """CUDA's autocast, for a trace on the meta device: the listed ops' floating inputs cast to the lower precision
+    or to fp32 before the op runs, each cast a kernel the counting mode sees. As autocast does, the lower-precision
+    copy of a weight (a leaf that requires grad) is made once per autocast region and kept until it ends (in
+    training, the graph keeps what backward needs)."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.dtype = dtype
+        self.cache: dict[int, torch.Tensor] = {}
+
+    def __exit__(self, *exc: object) -> None:
+        self.cache.clear()
+        super().__exit__(*exc)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]  # torch's protocol
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name in _AUTOCAST_LOWER:
+            args, kwargs = self._cast((args, kwargs), torch.float32, self.dtype)
+        elif name in _AUTOCAST_FP32:
+            args, kwargs = self._cast((args, kwargs), self.dtype, torch.float32)
+        return func(*args, **kwargs)
+
+    def _cast(self, values: Any, source: torch.dtype, dtype: torch.dtype) -> Any:
+        flat, spec = tree_flatten(values)
+        return tree_unflatten([self._cast_one(v, dtype) if isinstance(v, torch.Tensor) and v.dtype == source else v
+                               for v in flat], spec)
+
+    def _cast_one(self, tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        if not (tensor.is_leaf and tensor.requires_grad and dtype == self.dtype):
+            return tensor.to(dtype)
+        if id(tensor) not in self.cache:
+            self.cache[id(tensor)] = tensor.to(dtype)
+        return self.cache[id(tensor)]
 
 
 class _FusedAttention(TorchFunctionMode):
@@ -251,17 +325,13 @@ def count_workload(workload: Workload) -> WorkloadCounts:
     from engine.workloads import resolve_precision
 
     precision = resolve_precision(workload.precision)
-    # Autocast does not act on meta tensors: trace forward and backward of a mixed-precision step in its compute
-    # dtype, and the optimizer separately on the weights it really updates (fp32 master weights under AMP).
-    update: dict[str, object] = {"optimizer": "none"}
-    if precision.amp_dtype is not None:
-        update["precision"] = "bf16" if workload.precision == "amp-bf16" else "fp16"
-    step = make_step(workload.model_copy(update=update), "meta")
-    mode = _CountingMode(precision.compute_dtype, channels_first=workload.memory_format == "nchw")
+    # The optimizer is traced apart (its first step only creates its state), on the same fp32 weights.
+    step = make_step(workload.model_copy(update={"optimizer": "none"}), "meta", mixed_precision=_Autocast)
+    mode = _CountingMode(channels_first=workload.memory_format == "nchw")
     with _FusedAttention(), mode:
         result = step.run()
         del result  # the loss or the logits: dropped before the peak is read, as the next step would
-    ops = mode.ops + _optimizer_ops(workload, precision.compute_dtype)
+    ops = mode.ops + _optimizer_ops(workload)
     params = list(step.model.parameters())
     param_bytes = float(sum(p.numel() * p.element_size() for p in params))
     buffer_bytes = float(sum(b.numel() * b.element_size() for b in step.model.buffers()))
@@ -278,7 +348,7 @@ def count_workload(workload: Workload) -> WorkloadCounts:
                           input_bytes=input_bytes, peak_live_bytes=float(mode.memory.peak))
 
 
-def _optimizer_ops(workload: Workload, compute_dtype: torch.dtype) -> list[tuple[str, float, float]]:
+def _optimizer_ops(workload: Workload) -> list[tuple[str, float, float]]:
     """The ops of one optimizer step after the first (which only creates the optimizer's state)."""
     if workload.mode != "train" or workload.optimizer == "none":
         return []
@@ -289,7 +359,7 @@ def _optimizer_ops(workload: Workload, compute_dtype: torch.dtype) -> list[tuple
     optimizer = make_optimizer(workload, params)
     assert optimizer is not None
     optimizer.step()
-    mode = _CountingMode(compute_dtype)
+    mode = _CountingMode()
     with mode:
         optimizer.step()
     return mode.ops

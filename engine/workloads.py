@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,11 +81,13 @@ class Step:
     run: Callable[[], Any]
 
 
-def make_step(workload: Workload, device: torch.device | str, graph_safe: bool = False) -> Step:
+def make_step(workload: Workload, device: torch.device | str, graph_safe: bool = False,
+              mixed_precision: Callable[[torch.dtype], AbstractContextManager[Any]] | None = None) -> Step:
     """The step: inference is a forward under no_grad; training is forward, cross-entropy, backward, optimizer.
 
     graph_safe keeps gradients allocated between steps (zeroed in place, not freed) and turns off autocast's weight
-    cache, both needed for CUDA-graph capture.
+    cache, both needed for CUDA-graph capture. mixed_precision, given the autocast dtype, makes the context an AMP
+    step's forward runs in instead of torch.autocast (the meta-device trace emulates it: engine.counting).
     """
     precision = resolve_precision(workload.precision)
     device_type = torch.device(device).type
@@ -95,6 +97,8 @@ def make_step(workload: Workload, device: torch.device | str, graph_safe: bool =
     def autocast() -> Any:
         if precision.amp_dtype is None:
             return nullcontext()
+        if mixed_precision is not None:
+            return mixed_precision(precision.amp_dtype)
         return torch.autocast(device_type=device_type, dtype=precision.amp_dtype, cache_enabled=not graph_safe)
 
     if workload.mode == "infer":

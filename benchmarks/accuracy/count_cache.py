@@ -3,14 +3,20 @@ scoring scripts share (`--counts-cache`). Counting the ~2,500 distinct workloads
 of minutes on two cores; the cache keeps them between fits. A workload whose model fails to build is stored as None.
 
     python benchmarks/accuracy/count_cache.py ../shared/groundtruth/*.csv --out /tmp/counts.pkl --processes 2
+
+`--pack` writes the cache small enough to bring back from the GPU host (where 16 cores count it in minutes): each
+workload's identical ops stored once with their number, lzma-compressed. read_cache reads either form.
 """
 
 from __future__ import annotations
 
 import argparse
+import lzma
 import pickle
 import sys
 import time
+from collections import Counter
+from dataclasses import replace
 from multiprocessing import Pool
 from pathlib import Path
 
@@ -22,8 +28,23 @@ from evaluation.evaluate import read_rows
 
 
 def read_cache(path: Path) -> dict[str, WorkloadCounts | None]:
-    counts: dict[str, WorkloadCounts | None] = pickle.loads(path.read_bytes())
-    return counts
+    data = path.read_bytes()
+    if not data.startswith(b"\xfd7zXZ"):
+        counts: dict[str, WorkloadCounts | None] = pickle.loads(data)
+        return counts
+    packed: dict[str, tuple[WorkloadCounts, list[tuple[tuple[str, float, float], int]]] | None]
+    packed = pickle.loads(lzma.decompress(data))
+    return {digest: None if entry is None else _unpacked(*entry) for digest, entry in packed.items()}
+
+
+def write_packed(counts: dict[str, WorkloadCounts | None], path: Path) -> None:
+    packed = {digest: None if c is None else (replace(c, ops=[]), list(Counter(c.ops).items()))
+              for digest, c in counts.items()}
+    path.write_bytes(lzma.compress(pickle.dumps(packed)))
+
+
+def _unpacked(counts: WorkloadCounts, ops: list[tuple[tuple[str, float, float], int]]) -> WorkloadCounts:
+    return replace(counts, ops=[op for op, number in ops for _ in range(number)])
 
 
 def load_counts(workloads: list[Workload], cache: Path | None,
@@ -53,6 +74,7 @@ def main() -> None:
     parser.add_argument("files", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--pack", type=Path, help="also write the packed form here")
     args = parser.parse_args()
     known = read_cache(args.out) if args.out.exists() else {}
     todo: dict[str, Workload] = {}
@@ -72,6 +94,8 @@ def main() -> None:
                 args.out.write_bytes(pickle.dumps(known))
                 print(f"{index}/{len(todo)} in {time.monotonic() - started:.0f} s", flush=True)
     args.out.write_bytes(pickle.dumps(known))
+    if args.pack:
+        write_packed(known, args.pack)
 
 
 if __name__ == "__main__":

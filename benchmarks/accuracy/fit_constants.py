@@ -24,7 +24,7 @@ import argparse
 import json
 import math
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,7 +46,7 @@ from engine.estimators.roofline import Efficiency, L2Reuse
 from evaluation.evaluate import read_rows
 from engine.measurement_log import MeasurementLog
 
-ROOFLINE = ("tensor", "simt", "memory", "launch_us", "matmul32", "layout", "bytes_per_sm_cycle",
+ROOFLINE = ("tensor", "simt", "memory", "launch_us", "matmul32", "layout", "strided", "bytes_per_sm_cycle",
             "tensor_flop_per_sm_cycle", "training_overhead")
 HOSTAWARE = (*ROOFLINE, "host_tensor", "host_simt", "bandwidth_efficiency", "host_bytes_per_sm_cycle", "l2_fraction",
              "l2_usable")
@@ -57,8 +57,8 @@ HOSTAWARE = (*ROOFLINE, "host_tensor", "host_simt", "bandwidth_efficiency", "hos
 HOSTAWARE_HELD = {"bandwidth_efficiency": 1.012, "host_bytes_per_sm_cycle": 144.1, "l2_fraction": 1.0,
                   "l2_usable": 0.5, "bytes_per_sm_cycle": 0.0, "tensor_flop_per_sm_cycle": 0.0,
                   "training_overhead": 1.0, "launch_us": 5.0}
-KIND_CODE = {"tensor": 0, "matmul32": 1, "depthwise": 2, "memory": 3, "layout": 4}
-CLASS_CODE = np.array([0, 1, 1, 2, 2])  # kind code -> roofline class (tensor, simt, other)
+KIND_CODE = {"tensor": 0, "matmul32": 1, "depthwise": 2, "memory": 3, "layout": 4, "strided": 5}
+CLASS_CODE = np.array([0, 1, 1, 2, 2, 2])  # kind code -> roofline class (tensor, simt, other)
 REFERENCE = "GeForce RTX 3090"
 
 
@@ -137,13 +137,16 @@ class Priced:
 
     def __init__(self, samples: list[Sample]) -> None:
         self.samples = samples
-        kinds, flops, moved, index = [], [], [], []
+        # Identical ops of a sample are priced once and counted `number` times (a ViT's blocks repeat every op).
+        kinds, flops, moved, index, number = [], [], [], [], []
         for i, sample in enumerate(samples):
-            for kind, f, m in sample.counts.ops:
+            for (kind, f, m), n in Counter(sample.counts.ops).items():
                 kinds.append(KIND_CODE[kind])
                 flops.append(f)
                 moved.append(m)
                 index.append(i)
+                number.append(n)
+        self.number = np.array(number, dtype=float)
         self.kind = np.array(kinds, dtype=int)
         self.flops = np.array(flops, dtype=float)
         self.moved = np.array(moved, dtype=float)
@@ -183,21 +186,26 @@ class Priced:
         capacity = reuse.usable * l2
         return moved * (1.0 - reuse.fraction * np.minimum(1.0, capacity / np.maximum(moved, 1.0)))
 
+    def _bytes_weight(self, eff: Efficiency) -> np.ndarray:
+        """Efficiency.bytes_weight per op."""
+        return np.choose(self.kind, [1.0, 1.0, 1.0, 1.0, eff.layout, eff.strided])
+
     def roofline(self, eff: Efficiency, reuse: L2Reuse | None) -> np.ndarray:
         """Milliseconds per sample and class (n x 3)."""
         tensor_rate = self.tensor_rate * eff.tensor
         if eff.tensor_flop_per_sm_cycle > 0:
             tensor_rate = np.minimum(tensor_rate, self.issue * eff.tensor_flop_per_sm_cycle)
-        rate = np.choose(np.minimum(self.kind, 3), [tensor_rate, self.fp32_rate * eff.matmul32,
-                                                   self.fp32_rate * eff.simt, np.full_like(self.flops, np.inf)])
-        moved = self.moved * np.where(self.kind == 4, eff.layout, 1.0)
+        memory = np.full_like(self.flops, np.inf)
+        rate = np.choose(self.kind, [tensor_rate, self.fp32_rate * eff.matmul32, self.fp32_rate * eff.simt, memory,
+                                     memory, memory])
+        moved = self.moved * self._bytes_weight(eff)
         if reuse is not None:
             moved = self._dram(moved, self.l2, reuse)
         bandwidth = self.bandwidth * eff.memory
         if eff.bytes_per_sm_cycle > 0:
             bandwidth = np.minimum(bandwidth, self.issue * eff.bytes_per_sm_cycle)
         seconds = np.maximum(self.flops / rate, moved / bandwidth) + eff.launch_us * 1e-6
-        cells = np.bincount(self.index * 3 + CLASS_CODE[self.kind], seconds * 1e3, minlength=self.n * 3)
+        cells = np.bincount(self.index * 3 + CLASS_CODE[self.kind], seconds * self.number * 1e3, minlength=self.n * 3)
         return cells.reshape(self.n, 3) * np.where(self.training, eff.training_overhead, 1.0)[:, None]
 
     def hostaware(self, constants: HostAwareConstants) -> tuple[np.ndarray, np.ndarray]:
@@ -205,10 +213,12 @@ class Priced:
         computes."""
         scaling, reuse = constants.scaling, constants.reuse
         memory = self.kind >= 3
-        moved = (self.moved * np.where(self.kind == 4, constants.roofline.layout, 1.0))[memory]
+        moved = (self.moved * self._bytes_weight(constants.roofline))[memory]
+        number = self.number[memory]
         index = self.index[memory]
-        target_dram = np.bincount(index, self._dram(moved, self.l2[memory], reuse), minlength=self.n)
-        host_dram = np.bincount(index, self._dram(moved, self.host.l2_cache_mb * 1e6, reuse), minlength=self.n)
+        target_dram = np.bincount(index, self._dram(moved, self.l2[memory], reuse) * number, minlength=self.n)
+        host_dram = np.bincount(index, self._dram(moved, self.host.l2_cache_mb * 1e6, reuse) * number,
+                                minlength=self.n)
 
         def achieved(bandwidth: np.ndarray | float, sms: np.ndarray | float, clock: np.ndarray | float) -> np.ndarray:
             return np.minimum(scaling.bandwidth_efficiency * bandwidth, scaling.bytes_per_sm_cycle * sms * clock / 1e3)
@@ -360,12 +370,14 @@ def main() -> None:
     parser.add_argument("--cached-only", action="store_true", help="leave out workloads the counts cache lacks")
     parser.add_argument("--json", type=Path, help="also write the result here")
     parser.add_argument("--fix", action="append", default=[], metavar="NAME=VALUE", help="hold a constant")
+    parser.add_argument("--free", action="append", default=[], metavar="NAME",
+                        help="choose a constant hostaware holds by default (HOSTAWARE_HELD)")
     args = parser.parse_args()
     if args.estimator == "hostaware" and args.log is None:
         parser.error("hostaware replays host measurements: give --log")
     fixed = {name: float(value) for name, value in (item.split("=") for item in args.fix)}
     if args.estimator == "hostaware":
-        fixed = {**HOSTAWARE_HELD, **fixed}
+        fixed = {**{k: v for k, v in HOSTAWARE_HELD.items() if k not in args.free}, **fixed}
     samples = load_samples(args.files, args.log, args.counts_cache, args.max_measured_ms, args.host_rows,
                            args.cached_only)
     if args.logo:

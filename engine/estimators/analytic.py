@@ -18,10 +18,11 @@ from engine.estimators.roofline import Efficiency, roofline_ms
 # Chosen by benchmarks/accuracy/fit_constants.py on every timm row and the H200's own rows (analytic-logo.json,
 # "chosen_on_all"), with the launch cost held at 5 us: left free it grows to 30-80 us, which fits batch-1024 rows no
 # better and makes small batches absurdly slow. Depthwise convolutions reach only a few percent of FP32 peak (they
-# are memory-bound); the two caps bind on the H200 (7.8 bytes in flight per SM and cycle: a third of its 4.8 TB/s)
-# and on parts with 1,024 to 4,096 tensor FLOP per SM and cycle; a training step runs 1.35x its counts.
-EFFICIENCY = Efficiency(tensor=0.846, simt=0.0422, memory=0.8283, launch_us=5.0, matmul32=0.6543, layout=0.1886,
-                        bytes_per_sm_cycle=7.803, tensor_flop_per_sm_cycle=1719.0, training_overhead=1.352)
+# are memory-bound); the two caps bind on the H200 (8.8 bytes in flight per SM and cycle: about 0.4 of its 4.8 TB/s)
+# and on parts with 2,048 to 4,096 tensor FLOP per SM and cycle; a training step runs 1.33x its counts.
+EFFICIENCY = Efficiency(tensor=0.9529, simt=0.0565, memory=0.9457, launch_us=5.0, matmul32=0.9854, layout=0.461,
+                        strided=1.0144, bytes_per_sm_cycle=8.836, tensor_flop_per_sm_cycle=2189.7,
+                        training_overhead=1.329)
 
 
 class AnalyticEstimator(Estimator):

@@ -1,10 +1,10 @@
 """A workload's peak GPU memory, predicted from its meta-device trace, and the OOM verdict every estimator gives.
 
 The trace (engine.counting) yields the peak bytes of what the step allocates: activations, the activations saved for
-backward, and gradients, in the dtype the trace ran in. What the trace does not hold is added from the workload:
+backward, gradients and, under AMP, autocast's low-precision copies of the weights, each in the dtype autocast gives
+it. What the trace does not hold is added from the workload:
 
-- the weights and buffers in the model's dtype (fp32 under AMP; the trace held them in the compute dtype);
-- under AMP, autocast's cached low-precision copy of every weight, and fp32 rather than fp16 gradients;
+- the weights and buffers, which exist before the step;
 - the optimizer's state (SGD momentum: one copy of the weights; AdamW: two);
 - the caching allocator's slack over the activations (block rounding, fragmentation, cuDNN's workspaces), and a fixed
   amount for the CUDA context and the libraries' handles, neither of which PyTorch counts as allocated.
@@ -12,9 +12,10 @@ backward, and gradients, in the dtype the trace ran in. What the trace does not 
 The two allocator constants were chosen on the OOM back-off rows of timm's RTX 3090 inference files and are
 reported on the RTX 4090's (benchmarks/accuracy/memory.py, benchmarks/accuracy/memory.json). A target "fits" while
 the prediction stays within its memory (nominal GB read as GiB: a "24 GB" card has 24 GiB). The prediction rarely
-calls a workload that ran too big (1-2 % of the rows timm ran at its usual batch), but it misses about half of
-timm's OOMs at the next larger batch: what failed there needed 1.2 to 3 times the traced activations, which the
-trace does not see (cuDNN's workspaces under benchmark mode, the allocator's fragmentation at those sizes).
+calls a workload that ran too big (1-4 % of the rows timm ran at its usual batch) and gets both back-off facts right
+for about 60 % of the rows; the H200 itself, its allocator capped at 24 GiB and running today's torch and cuDNN,
+reproduces both for 58 % of those it ran (benchmarks/accuracy/memory_peaks.py): what fit on the card then depended
+on that day's software (cuDNN's benchmark-mode workspaces, the allocator's fragmentation) as much as on the model.
 """
 
 from __future__ import annotations
@@ -56,21 +57,12 @@ class MemoryEstimate:
 
 
 def predict_memory(counts: WorkloadCounts, workload: Workload, model: AllocatorModel = ALLOCATOR) -> MemoryEstimate:
-    amp = workload.precision.startswith("amp-")
-    full = workload.precision == "fp32" or amp  # weights kept in fp32
-    weight_bytes = counts.param_count * (4 if full else 2)
-    buffers = counts.buffer_bytes * (2 if amp else 1)  # traced in fp16 under AMP, held in fp32
-    extra = 0.0
-    if amp:
-        extra += counts.param_count * 2  # autocast's cached fp16 copy of each weight
-        if workload.mode == "train":
-            extra += counts.param_count * 2  # fp32 gradients, traced as fp16
-    optimizer = weight_bytes * OPTIMIZER_COPIES[workload.optimizer] if workload.mode == "train" else 0
+    optimizer = counts.param_bytes * OPTIMIZER_COPIES[workload.optimizer] if workload.mode == "train" else 0
     activations = counts.peak_live_bytes * (1 + model.activation_slack)
     return MemoryEstimate(
-        weights_gb=(weight_bytes + buffers + counts.input_bytes) / GIB,
+        weights_gb=(counts.param_bytes + counts.buffer_bytes + counts.input_bytes) / GIB,
         optimizer_gb=optimizer / GIB,
-        activations_gb=(activations + extra) / GIB,
+        activations_gb=activations / GIB,
         overhead_gb=model.fixed_gb,
     )
 

@@ -23,8 +23,9 @@ import numpy as np
 from understudy.catalog import TargetSpec
 from engine.counting import WorkloadCounts
 
-CLASS_OF_KIND = {"tensor": "tensor", "matmul32": "simt", "depthwise": "simt", "memory": "other", "layout": "other"}
-MEMORY_KINDS = ("memory", "layout")
+CLASS_OF_KIND = {"tensor": "tensor", "matmul32": "simt", "depthwise": "simt", "memory": "other", "layout": "other",
+                 "strided": "other"}
+MEMORY_KINDS = ("memory", "layout", "strided")
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Efficiency:
     launch_us: float
     matmul32: float = 0.6  # fp32 GEMMs on the plain lanes (PyTorch keeps fp32 matmuls off TF32 by default)
     layout: float = 1.0  # share of the counted NCHW<->NHWC conversion bytes a GPU really moves
+    strided: float = 1.0  # how much slower than a dense one a kernel gathering from a permuted tensor moves its bytes
     # Bytes a memory-bound kernel keeps in flight per SM and cycle (Little's law): its bandwidth is at most this x SMs
     # x clock. Binds on a GPU with much bandwidth per SM (an H200's PyTorch kernels reach a third of its 4.8 TB/s);
     # 0: no such limit.
@@ -49,6 +51,10 @@ class Efficiency:
     # normalisation backward reach less of the units than forward kernels do. Seen on the H200's own training steps
     # and on the RTX 3090's alike; a multiplier on a training step's time.
     training_overhead: float = 1.0
+
+    def bytes_weight(self, kind: str) -> float:
+        """What a kernel of `kind` costs per counted byte, relative to a dense memory-bound kernel."""
+        return {"layout": self.layout, "strided": self.strided}.get(kind, 1.0)
 
     def tensor_tflops(self, gpu: TargetSpec, precision: str) -> float:
         """The tensor rate a convolution or matmul reaches on `gpu`: a share of its peak, or the feed limit."""
@@ -67,8 +73,8 @@ class Efficiency:
 
 def memory_bytes(counts: WorkloadCounts, eff: Efficiency) -> np.ndarray:
     """The bytes of each memory-bound kernel, layout conversions weighted by how much of them a GPU really moves."""
-    return np.array([moved * (eff.layout if kind == "layout" else 1.0) for kind, _, moved in counts.ops
-                     if kind in MEMORY_KINDS], dtype=float)
+    return np.array([moved * eff.bytes_weight(kind) for kind, _, moved in counts.ops if kind in MEMORY_KINDS],
+                    dtype=float)
 
 
 @dataclass(frozen=True)
@@ -102,7 +108,7 @@ def roofline_ms(counts: WorkloadCounts, gpu: TargetSpec, precision: str, eff: Ef
         return totals
     kinds = [kind for kind, _, _ in counts.ops]
     flops = np.array([flops for _, flops, _ in counts.ops], dtype=float)
-    weights = np.array([eff.layout if kind == "layout" else 1.0 for kind in kinds])
+    weights = np.array([eff.bytes_weight(kind) for kind in kinds])
     moved = dram_bytes(np.array([moved for _, _, moved in counts.ops], dtype=float) * weights, gpu, reuse)
     rates = np.array([rate_of_kind.get(kind, 1.0) for kind in kinds])
     compute = np.divide(flops, rates, out=np.zeros_like(flops), where=flops > 0)

@@ -165,7 +165,7 @@ def test_attention_with_a_bias_or_a_boolean_mask_counts_as_one_fused_kernel() ->
     mask = torch.empty(64, 64, device="meta", dtype=torch.bool)
     # The boolean mask reaches the kernel as a half-precision bias of its own shape.
     for attn_mask, bias_bytes in ((bias, bias.nbytes), (mask, 64 * 64 * 2)):
-        mode = _CountingMode(torch.float16)
+        mode = _CountingMode()
         with _FusedAttention(), mode:
             F.scaled_dot_product_attention(query, query, query, attn_mask=attn_mask)
         (attention,) = [moved for kind, _, moved in mode.ops if kind == "tensor"]

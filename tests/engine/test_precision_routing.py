@@ -67,3 +67,23 @@ def test_memory_bandwidth_is_capped_by_the_bytes_an_sm_keeps_in_flight() -> None
     issued = Efficiency(tensor=1.0, simt=0.05, memory=1.0, launch_us=0.0, bytes_per_sm_cycle=10.0)
     priced = roofline_ms(WorkloadCounts(ops=[("memory", 0.0, 1e9)]), GPU, "amp-fp16", issued)
     assert priced["other"] == pytest.approx(10)
+
+
+def test_a_kernel_gathering_from_a_permuted_tensor_is_strided_and_weighted_by_its_efficiency() -> None:
+    eff = Efficiency(tensor=1.0, simt=0.05, memory=1.0, launch_us=0.0, strided=3.0)
+    # 1 GB at 1,000 GB/s is 1 ms dense, 3 ms gathered.
+    assert roofline_ms(WorkloadCounts(ops=[("strided", 0.0, 1e9)]), GPU, "fp32", eff)["other"] == pytest.approx(3.0)
+
+
+def test_a_transpose_made_contiguous_is_counted_as_strided() -> None:
+    counts = count_workload(Workload(model="convnext_atto", mode="infer", batch_size=2, precision="fp32"))
+    assert counts.kinds["strided"].ops > 0  # its LayerNorms run channels-last between permutes
+
+
+def test_amp_matmuls_run_on_tensor_cores_and_their_layer_norms_in_fp32() -> None:
+    fp16 = count_workload(Workload(model="vit_tiny_patch16_224", mode="infer", batch_size=2, precision="fp16"))
+    amp = count_workload(Workload(model="vit_tiny_patch16_224", mode="infer", batch_size=2, precision="amp-fp16"))
+    assert "matmul32" not in amp.kinds and amp.kinds["tensor"].flops == pytest.approx(fp16.kinds["tensor"].flops)
+    # Autocast's casts (weights once, fp32 LayerNorm outputs back to fp16) are memory kernels pure fp16 lacks.
+    assert amp.kinds["memory"].ops > fp16.kinds["memory"].ops
+    assert amp.kinds["memory"].bytes > 1.3 * fp16.kinds["memory"].bytes

@@ -1,0 +1,111 @@
+"""On the GPU host: the peak memory of timm's OOM back-off rows, with the host's memory capped at the row's card.
+
+For each back-off row of a timm inference file (see memory.py), run timm's inference benchmark step as timm's
+benchmark.py does (eval mode, AMP, cudnn.benchmark, the file's memory format) at the recorded batch and at the next
+larger batch of timm's decay, with the caching allocator capped at the card's memory
+(torch.cuda.set_per_process_memory_fraction). Written per run: whether it fit, and the peak allocated and reserved
+bytes. Whether the capped host reproduces the file's facts says how far a host measurement of memory can be trusted;
+the peaks at the recorded batch are what memory.py's prediction is checked against.
+
+    python3 benchmarks/accuracy/memory_peaks.py .gt/timm-infer-amp-nchw-rtx3090-pt240.csv --out peaks.jsonl \\
+        --seconds 300
+    python benchmarks/accuracy/memory_peaks.py --summarize benchmarks/accuracy/h200-memory-peaks.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from memory import next_larger
+from understudy.catalog import catalog
+from understudy.workload import Workload, workload_from_row
+from engine.workloads import build_model, make_inputs
+from evaluation.evaluate import read_rows
+
+GIB = 1024**3
+
+
+def peak(workload: Workload, cap_gib: float) -> dict[str, object]:
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    torch.cuda.set_per_process_memory_fraction(cap_gib * GIB / torch.cuda.get_device_properties(0).total_memory)
+    fit = True
+    try:
+        model = build_model(workload, "cuda")
+        x, _ = make_inputs(workload, "cuda")
+        with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):
+            for _ in range(3):
+                model(x)
+        torch.cuda.synchronize()
+    except torch.OutOfMemoryError:
+        fit = False
+    result = {"fit": fit, "allocated_gib": torch.cuda.max_memory_allocated() / GIB,
+              "reserved_gib": torch.cuda.max_memory_reserved() / GIB}
+    model = x = None
+    torch.cuda.empty_cache()
+    return result
+
+
+def summarize(path: Path) -> dict[str, object]:
+    """How many rows the capped host reproduces: the recorded batch fits, the next larger does not, both."""
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    fits = sum(r["recorded"]["fit"] for r in records)
+    ooms = sum(not r["above"]["fit"] for r in records)
+    both = sum(r["recorded"]["fit"] and not r["above"]["fit"] for r in records)
+    return {"rows": len(records), "fits_at_recorded": fits, "oom_above": ooms, "both_right": both,
+            "both_right_percent": round(100 * both / max(1, len(records)), 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("files", nargs="*", type=Path)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--seconds", type=float, default=300)
+    parser.add_argument("--summarize", type=Path, help="print how many rows of this log the capped host reproduced")
+    args = parser.parse_args()
+    if args.summarize:
+        print(json.dumps(summarize(args.summarize)))
+        return
+    if not args.files or args.out is None:
+        parser.error("give the timm files and --out (or --summarize LOG)")
+    torch.backends.cudnn.benchmark = True
+    jobs = []
+    for path in args.files:
+        rows = read_rows([path])
+        usual = Counter(int(r["batch_size"]) for r in rows).most_common(1)[0][0]
+        for row in rows:
+            batch = int(row["batch_size"])
+            if batch < usual:
+                jobs.append((path.name, row, batch, next_larger(batch, usual)))
+    random.Random(0).shuffle(jobs)
+    started = time.monotonic()
+    with args.out.open("a") as out:
+        for name, row, batch, larger in jobs:
+            if time.monotonic() - started > args.seconds:
+                break
+            try:
+                workload = workload_from_row(row)
+            except Exception:  # noqa: BLE001 - a model this timm lacks
+                continue
+            cap = catalog().get(row["target"]).memory_size_gb
+            record = {"file": name, "model": row["model"], "resolution": workload.resolution[0], "batch": batch,
+                      "larger": larger, "cap_gib": cap,
+                      "recorded": peak(workload, cap),
+                      "above": peak(workload.model_copy(update={"batch_size": larger}), cap)}
+            out.write(json.dumps(record) + "\n")
+            out.flush()
+
+
+if __name__ == "__main__":
+    main()
