@@ -70,7 +70,8 @@ def pytest_configure(config: pytest.Config) -> None:
     loads cheaply but imports hypothesis (a second) to write its summary, so it goes where no test can use it."""
     tier = selected_tier(config)
     if tier is None or tier in tiers_within("fuzz"):
-        config.pluginmanager.import_plugin("schemathesis.pytest.plugin")
+        if not config.pluginmanager.has_plugin("schemathesis"):  # loaded by itself where addopts was overridden
+            config.pluginmanager.import_plugin("schemathesis.pytest.plugin")
     elif config.pluginmanager.has_plugin("hypothesispytest"):
         config.pluginmanager.unregister(name="hypothesispytest")
 
