@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
@@ -37,7 +38,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 from torch.utils.flop_counter import flop_registry
 
 from understudy.workload import Workload
-from engine.workloads import build_model, make_optimizer, make_step
+from engine.workloads import make_optimizer, make_step
 
 OpKind = Literal["tensor", "matmul32", "depthwise", "memory", "layout", "strided"]
 KINDS: tuple[OpKind, ...] = ("tensor", "matmul32", "depthwise", "memory", "layout", "strided")
@@ -105,12 +106,16 @@ class WorkloadCounts:
         )
 
 
-def _nbytes(values: Any) -> int:
-    flat, _ = tree_flatten(values)
-    return sum(t.numel() * t.element_size() for t in flat if isinstance(t, torch.Tensor))
+def _tensors(values: Any) -> list[torch.Tensor]:
+    """The tensors among an op's arguments or results, however nested."""
+    return [t for t in tree_flatten(values)[0] if isinstance(t, torch.Tensor)]
 
 
-def _kind(func: Any, args: tuple[Any, ...]) -> OpKind:
+def _nbytes(tensors: list[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _kind(func: Any, args: tuple[Any, ...], inputs: list[torch.Tensor]) -> OpKind:
     if func in _CONV:
         weight = args[1] if func is not aten.convolution_backward.default else args[2]
         groups = args[8] if func is not aten.convolution_backward.default else args[9]
@@ -121,15 +126,15 @@ def _kind(func: Any, args: tuple[Any, ...]) -> OpKind:
     if func in _MATMUL:
         # PyTorch's default keeps fp32 matmuls off TF32 (convolutions may use it): they run on the FP32 lanes.
         return "matmul32" if args[0].dtype == torch.float32 else "tensor"
-    if any(_permuted(t) for t in tree_flatten(args)[0]):
+    if any(_permuted(t) for t in inputs):
         return "strided"
     return "memory"
 
 
-def _permuted(tensor: Any) -> bool:
+def _permuted(tensor: torch.Tensor) -> bool:
     """Whether a kernel reading `tensor` gathers across it: its strides, over the dimensions that are not size 1 or
     broadcast, are not in decreasing order (a transpose or permute), and it is not a dense channels-last tensor."""
-    if not isinstance(tensor, torch.Tensor) or tensor.dim() < 2 or tensor.numel() < 2:
+    if tensor.dim() < 2 or tensor.numel() < 2:
         return False
     strides = [stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True) if size > 1 and stride]
     if all(a >= b for a, b in itertools.pairwise(strides)):
@@ -154,13 +159,11 @@ class _LiveBytes:
         self.peak = 0
         self._seen: set[int] = set()
 
-    def add(self, values: Any, inputs: Any = ()) -> None:
-        """Count the storages of `values` that are new: not one of `inputs` (an in-place op returns its input, which
+    def add(self, tensors: list[torch.Tensor], inputs: Sequence[torch.Tensor] = ()) -> None:
+        """Count the storages of `tensors` that are new: not one of `inputs` (an in-place op returns its input, which
         may be a weight the trace did not allocate) and not already counted."""
-        given = {id(t.untyped_storage()) for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor)}
-        for tensor in tree_flatten(values)[0]:
-            if not isinstance(tensor, torch.Tensor):
-                continue
+        given = {id(t.untyped_storage()) for t in inputs}
+        for tensor in tensors:
             storage = tensor.untyped_storage()
             key = id(storage)
             if key in self._seen or key in given:
@@ -190,14 +193,16 @@ class _CountingMode(TorchDispatchMode):
         out = func(*args, **kwargs)
         if func.is_view or func in _FREE or func._overloadpacket in (aten.detach, aten.alias):
             if func in _FREE:
-                self.memory.add(out)
+                self.memory.add(_tensors(out))
             return out
-        self.memory.add(out, (args, kwargs))
+        # Flattened once: this runs for every op of the step, and the trace is most of a prediction's time.
+        inputs, outputs = _tensors((args, kwargs)), _tensors(out)
+        self.memory.add(outputs, inputs)
         packet = func._overloadpacket
-        moved = float(_nbytes(args) + _nbytes(kwargs) + _nbytes(out))
+        moved = float(_nbytes(inputs) + _nbytes(outputs))
         if moved == 0:
             return out
-        kind = _kind(func, args)
+        kind = _kind(func, args, inputs)
         if kind == "depthwise":
             flops = _depthwise_flops(func, args, out)
         else:
@@ -331,7 +336,7 @@ def count_workload(workload: Workload) -> WorkloadCounts:
     with _FusedAttention(), mode:
         result = step.run()
         del result  # the loss or the logits: dropped before the peak is read, as the next step would
-    ops = mode.ops + _optimizer_ops(workload)
+    ops = mode.ops + _optimizer_ops(workload, step.model)
     params = list(step.model.parameters())
     param_bytes = float(sum(p.numel() * p.element_size() for p in params))
     buffer_bytes = float(sum(b.numel() * b.element_size() for b in step.model.buffers()))
@@ -348,12 +353,13 @@ def count_workload(workload: Workload) -> WorkloadCounts:
                           input_bytes=input_bytes, peak_live_bytes=float(mode.memory.peak))
 
 
-def _optimizer_ops(workload: Workload) -> list[tuple[str, float, float]]:
-    """The ops of one optimizer step after the first (which only creates the optimizer's state)."""
+def _optimizer_ops(workload: Workload, model: torch.nn.Module) -> list[tuple[str, float, float]]:
+    """The ops of one optimizer step after the first (which only creates the optimizer's state), on weights shaped,
+    laid out and typed as the traced model's (fp32 master weights under AMP). Made from that model rather than from
+    a second build of it (half a second for a ViT-L)."""
     if workload.mode != "train" or workload.optimizer == "none":
         return []
-    model = build_model(workload, "meta")
-    params = [p for p in model.parameters() if p.requires_grad]
+    params = [torch.nn.Parameter(torch.empty_like(p)) for p in model.parameters() if p.requires_grad]
     for param in params:
         param.grad = torch.empty_like(param)
     optimizer = make_optimizer(workload, params)

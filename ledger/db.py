@@ -29,7 +29,12 @@ def get_engine(url: str) -> Engine:
 def init_sqlite(url: str) -> Engine:
     """The one-shot CLI's SQLite database, created on first use (the service uses Alembic migrations instead)."""
     engine = get_engine(url)
-    Base.metadata.create_all(engine)
+    with engine.begin() as connection:
+        # Python's sqlite3 runs DDL outside any transaction, so each CREATE would be a commit of its own, each
+        # waiting on the disk (a third of a second for a new file). One transaction commits the tables at once, and
+        # IMMEDIATE takes the write lock before the existence checks, so two first runs cannot race to create them.
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        Base.metadata.create_all(connection)
     return engine
 
 

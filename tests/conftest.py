@@ -58,11 +58,29 @@ def tiers_within(path: str) -> set[str]:
         return own
 
 
+def selected_tier(config: pytest.Config) -> str | None:
+    """The tier that `-m TIER` runs; None for a run of every tier or of another marker expression."""
+    tier = (config.option.markexpr or "").strip()
+    return tier if tier in TIERS.values() else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The fuzz tests' pytest plugins, only in a run that can collect those tests. Importing schemathesis takes two
+    seconds, so pyproject's addopts keeps its plugin from loading itself (-p no:schemathesis); hypothesis's plugin
+    loads cheaply but imports hypothesis (a second) to write its summary, so it goes where no test can use it."""
+    tier = selected_tier(config)
+    if tier is None or tier in tiers_within("fuzz"):
+        if not config.pluginmanager.has_plugin("schemathesis"):  # loaded by itself where addopts was overridden
+            config.pluginmanager.import_plugin("schemathesis.pytest.plugin")
+    elif config.pluginmanager.has_plugin("hypothesispytest"):
+        config.pluginmanager.unregister(name="hypothesispytest")
+
+
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """With `-m TIER`, files and folders that hold no test of that tier are not even imported: collecting the
     browser and fuzzing tests alone takes longer than the whole unit tier."""
-    tier = (config.option.markexpr or "").strip()
-    if tier not in TIERS.values():
+    tier = selected_tier(config)
+    if tier is None:
         return None
     try:
         path = collection_path.resolve().relative_to(HERE).as_posix()

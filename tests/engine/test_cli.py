@@ -80,7 +80,7 @@ def test_repeat_predict_is_served_from_the_sqlite_cache(database_url: str) -> No
 
 def test_cache_serves_only_the_same_workload(database_url: str) -> None:
     predict_json(database_url, "test_vit", "t4")
-    other = predict_json(database_url, "test_vit", "t4", "--batch-size", "64")
+    other = predict_json(database_url, "test_vit", "t4", "--mode", "infer")
     assert other["predictions"][0]["cached"] is False
 
 

@@ -28,7 +28,7 @@ from understudy.workload import Workload
 from engine.engine import Engine
 from engine.probe import probe_host
 
-WORKLOAD = Workload(model="resnet18", batch_size=16)
+WORKLOAD = Workload(model="resnet18", batch_size=32)
 RTX_3060 = catalog().get("rtx-3060")
 
 
@@ -76,7 +76,7 @@ def test_analytic_prediction_is_complete_and_host_independent(cpu_engine: Engine
     assert result.host_fingerprint == ANY_HOST and result.host_name is None
     assert result.host_setting is None and result.timing_mode == "none"
     assert result.latency_ms is not None and result.latency_ms > 0
-    assert result.samples_per_s == pytest.approx(16 * 1000 / result.latency_ms)
+    assert result.samples_per_s == pytest.approx(32 * 1000 / result.latency_ms)
 
 
 def test_one_result_per_target_in_order(cpu_engine: Engine) -> None:

@@ -14,7 +14,8 @@ from understudy.catalog import TargetSpec, catalog
 from understudy.errors import UnderstudyError, UnknownEstimator
 from understudy.results import HostInfo
 from understudy.workload import Workload
-from engine.counting import count_workload
+# counts_for (count_workload, kept per workload): tests of one workload share one trace of it, across modules.
+from engine.counting import counts_for
 from engine.estimators import ESTIMATORS, get_estimator
 from engine.estimators.analytic import AnalyticEstimator
 
@@ -29,7 +30,7 @@ def analytic_ms(gpu: str, **workload: object) -> float:
 
 
 def tensor_flops(workload: Workload) -> float:
-    kinds = count_workload(workload).kinds
+    kinds = counts_for(workload).kinds
     return sum(kinds[k].flops for k in ("tensor", "matmul32") if k in kinds)
 
 
@@ -104,32 +105,32 @@ def test_resnet18_forward_counts_its_published_flops() -> None:
 
 
 def test_training_step_counts_about_three_forward_passes() -> None:
-    infer = tensor_flops(Workload(model="resnet18", mode="infer", batch_size=1, precision="fp32"))
-    train = tensor_flops(Workload(model="resnet18", mode="train", batch_size=1, precision="fp32"))
+    infer = tensor_flops(Workload(model="resnet18", mode="infer", precision="fp32"))
+    train = tensor_flops(Workload(model="resnet18", mode="train", precision="fp32"))
     assert 2.8 < train / infer < 3.0  # the first convolution needs no input gradient
 
 
 def test_flops_double_with_the_batch() -> None:
-    one = count_workload(Workload(model="resnet18", mode="infer", batch_size=1)).kinds["tensor"].flops
-    two = count_workload(Workload(model="resnet18", mode="infer", batch_size=2)).kinds["tensor"].flops
+    one = counts_for(Workload(model="resnet18", mode="infer", batch_size=1)).kinds["tensor"].flops
+    two = counts_for(Workload(model="resnet18", mode="infer", batch_size=2)).kinds["tensor"].flops
     assert two == pytest.approx(2 * one)
 
 
 def test_depthwise_convolutions_are_counted_apart_from_tensor_math() -> None:
-    kinds = count_workload(Workload(model="mobilenetv3_small_050", mode="infer", batch_size=1)).kinds
+    kinds = counts_for(Workload(model="mobilenetv3_small_050", mode="infer", batch_size=1)).kinds
     assert kinds["depthwise"].ops > 0 and kinds["depthwise"].flops > 0
     assert kinds["tensor"].flops > 0
 
 
 def test_fp32_matmuls_run_on_the_plain_lanes_and_half_precision_on_tensor_cores() -> None:
-    fp32 = count_workload(Workload(model="test_vit", mode="infer", batch_size=1, precision="fp32")).kinds
-    half = count_workload(Workload(model="test_vit", mode="infer", batch_size=1, precision="amp-fp16")).kinds
+    fp32 = counts_for(Workload(model="test_vit", mode="infer", batch_size=1, precision="fp32")).kinds
+    half = counts_for(Workload(model="test_vit", mode="infer", batch_size=1, precision="amp-fp16")).kinds
     assert fp32["matmul32"].flops > fp32["tensor"].flops
     assert "matmul32" not in half
 
 
 def test_elementwise_work_is_priced_by_bytes_only() -> None:
-    counts = count_workload(Workload(model="resnet18", mode="infer", batch_size=1))
+    counts = counts_for(Workload(model="resnet18", mode="infer", batch_size=1))
     memory = [op for op in counts.ops if op[0] == "memory"]
     assert memory and all(flops == 0.0 and moved > 0 for _, flops, moved in memory)
 
@@ -140,13 +141,13 @@ VIT_TINY = dict(model="vit_tiny_patch16_224", batch_size=1, precision="amp-fp16"
 
 
 def test_attention_counts_as_one_fused_kernel_per_block() -> None:
-    kinds = count_workload(Workload(mode="infer", **VIT_TINY)).kinds
+    kinds = counts_for(Workload(mode="infer", **VIT_TINY)).kinds
     assert kinds["tensor"].ops == 12 * (4 + 1) + 2
     assert kinds["tensor"].flops == pytest.approx(2 * 1.26e9, rel=0.02)  # timm: 1.26 GMACs per image
 
 
 def test_fused_attention_backward_counts_as_one_kernel_per_block() -> None:
-    kinds = count_workload(Workload(mode="train", optimizer="sgd", **VIT_TINY)).kinds
+    kinds = counts_for(Workload(mode="train", optimizer="sgd", **VIT_TINY)).kinds
     forward = 12 * (4 + 1) + 2
     # Each linear layer's two gradients and the attention's one fused backward; the head's two; the patch
     # embedding's weight gradient only (its input needs none).
@@ -177,14 +178,14 @@ def test_attention_with_a_bias_or_a_boolean_mask_counts_as_one_fused_kernel() ->
 def test_counts_survive_a_json_round_trip() -> None:
     from engine.counting import WorkloadCounts
 
-    counts = count_workload(Workload(model="test_vit", mode="infer", batch_size=2))
+    counts = counts_for(Workload(model="test_vit", mode="infer", batch_size=2))
     again = WorkloadCounts.from_json(counts.to_json())
     assert again.ops == counts.ops and again.param_bytes == counts.param_bytes
 
 
 def test_mixed_precision_training_moves_more_bytes_than_pure_half_precision() -> None:
-    amp = count_workload(Workload(model="resnet18", batch_size=1, precision="amp-fp16")).kinds["memory"].bytes
-    half = count_workload(Workload(model="resnet18", batch_size=1, precision="fp16")).kinds["memory"].bytes
+    amp = counts_for(Workload(model="resnet18", batch_size=1, precision="amp-fp16")).kinds["memory"].bytes
+    half = counts_for(Workload(model="resnet18", batch_size=1, precision="fp16")).kinds["memory"].bytes
     assert amp > half
 
 
@@ -261,7 +262,7 @@ def test_without_l2_reuse_every_byte_goes_to_dram() -> None:
 def test_hostaware_prices_memory_bound_work_lower_on_the_card_with_the_larger_l2() -> None:
     from engine.estimators.hostaware import CONSTANTS, memory_time_ratio
 
-    counts = count_workload(Workload(model="resnet18", mode="infer", batch_size=8))
+    counts = counts_for(Workload(model="resnet18", mode="infer", batch_size=8))
     host = catalog().get("h200-sxm-141-gb")
     small, large = (memory_time_ratio(counts, _l2_card(mb), host, CONSTANTS) for mb in (6, 72))
     assert large < small

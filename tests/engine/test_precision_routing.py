@@ -8,7 +8,8 @@ import pytest
 
 from understudy.catalog import TargetSpec
 from understudy.workload import Workload
-from engine.counting import WorkloadCounts, count_workload
+# counts_for (count_workload, kept per workload): tests of one workload share one trace of it, across modules.
+from engine.counting import WorkloadCounts, counts_for
 from engine.estimators.roofline import Efficiency, roofline_ms
 
 GPU = TargetSpec(id="g", name="g", sm_count=10, boost_clock_mhz=1000, memory_size_gb=8, memory_bandwidth_gbps=1000,
@@ -36,21 +37,21 @@ def test_layout_conversions_are_memory_traffic_weighted_by_their_efficiency() ->
 
 
 def test_an_nchw_convolution_adds_a_read_and_a_write_of_its_input_and_output() -> None:
-    counts = count_workload(Workload(model="resnet18", mode="infer", batch_size=1, precision="amp-fp16"))
+    counts = counts_for(Workload(model="resnet18", mode="infer", batch_size=1, precision="amp-fp16"))
     first_layout = next(moved for kind, _, moved in counts.ops if kind == "layout")
     # The stem convolution: a 3x224x224 input and a 64x112x112 output in fp16, each read and written once more.
     assert first_layout == 2 * (3 * 224 * 224 * 2 + 64 * 112 * 112 * 2)
 
 
 def test_a_channels_last_workload_has_no_layout_conversions() -> None:
-    nchw = count_workload(Workload(model="resnet18", mode="train", batch_size=2))
-    nhwc = count_workload(Workload(model="resnet18", mode="train", batch_size=2, memory_format="nhwc"))
+    nchw = counts_for(Workload(model="resnet18", mode="train", batch_size=1))
+    nhwc = counts_for(Workload(model="resnet18", mode="train", batch_size=1, memory_format="nhwc"))
     assert nchw.kinds["layout"].ops == 20 + 20  # resnet18's convolutions forward and backward, not its classifier
     assert "layout" not in nhwc.kinds
 
 
 def test_fp32_vit_matmuls_are_plain_fp32_work_and_its_patch_convolution_tf32() -> None:
-    kinds = count_workload(Workload(model="test_vit", mode="infer", batch_size=2, precision="fp32")).kinds
+    kinds = counts_for(Workload(model="test_vit", mode="infer", batch_size=2, precision="fp32")).kinds
     assert kinds["matmul32"].flops > 0
     assert kinds["tensor"].ops == 1  # the patch embedding
 

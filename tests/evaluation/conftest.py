@@ -36,6 +36,6 @@ def _make_row(
     )
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def make_row() -> Callable[..., EvalRow]:
     return _make_row

@@ -18,7 +18,8 @@ ESTIMATORS = ["alpha", "beta"]
 META = {"command": "understudy evaluate --sample 5", "software": {"torch": "2.9.1"}, "host": "H200", "sample": "5"}
 
 
-@pytest.fixture
+# The rows and their report are only read, so one of each serves the module.
+@pytest.fixture(scope="module")
 def rows(make_row: MakeRow) -> list[EvalRow]:
     resnet = {"model": "resnet50", "resolution": 224, "mode": "infer", "workload_key": "r"}
     vit = {"model": "vit_small_patch16_224", "resolution": 384, "mode": "train", "workload_key": "v"}
@@ -31,9 +32,16 @@ def rows(make_row: MakeRow) -> list[EvalRow]:
     ]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def report(rows: list[EvalRow]) -> dict[str, Any]:
     return build_report(rows, ESTIMATORS, META)
+
+
+@pytest.fixture(scope="module")
+def written(report: dict[str, Any], rows: list[EvalRow], tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """The report's files, written once for the tests that read them (drawing the plot is most of a write), into a
+    folder that does not exist yet."""
+    return write_report(report, rows, ESTIMATORS, tmp_path_factory.mktemp("report") / "out")
 
 
 def test_overall_summary_uses_the_rows_where_the_estimator_has_a_number(report: dict[str, Any]) -> None:
@@ -76,12 +84,11 @@ def test_report_is_strict_json(report: dict[str, Any]) -> None:
     assert json.loads(json.dumps(report, allow_nan=False)) == report
 
 
-def test_write_report_writes_every_file(report: dict[str, Any], rows: list[EvalRow], tmp_path: Path) -> None:
-    paths = write_report(report, rows, ESTIMATORS, tmp_path / "out")
+def test_write_report_writes_every_file(written: list[Path]) -> None:
     names = ["report.json", "report.md", "predicted_vs_measured.png", "rows.csv", "rows.jsonl"]
-    assert [path.name for path in paths] == names
-    assert all(path.stat().st_size > 0 for path in paths)
-    assert (tmp_path / "out" / "predicted_vs_measured.png").read_bytes().startswith(b"\x89PNG")
+    assert [path.name for path in written] == names
+    assert all(path.stat().st_size > 0 for path in written)
+    assert (written[0].parent / "predicted_vs_measured.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_markdown_summary_has_one_column_per_estimator(report: dict[str, Any]) -> None:
@@ -118,11 +125,8 @@ def test_markdown_family_table_keeps_the_25_families_with_most_rows(make_row: Ma
     assert table[-1].startswith("| famy | 1 |")
 
 
-def test_rows_csv_has_prediction_ape_and_outcome_per_estimator(
-    report: dict[str, Any], rows: list[EvalRow], tmp_path: Path
-) -> None:
-    write_report(report, rows, ESTIMATORS, tmp_path)
-    with (tmp_path / "rows.csv").open(newline="") as handle:
+def test_rows_csv_has_prediction_ape_and_outcome_per_estimator(written: list[Path]) -> None:
+    with (written[0].parent / "rows.csv").open(newline="") as handle:
         table = list(csv.DictReader(handle))
     assert len(table) == 4
     # first row: alpha predicted 11 for 10 measured -> APE 10
@@ -130,9 +134,8 @@ def test_rows_csv_has_prediction_ape_and_outcome_per_estimator(
     assert (table[2]["beta_predicted_ms"], table[2]["beta_ape"], table[2]["beta_outcome"]) == ("", "", "oom")
 
 
-def test_rows_jsonl_has_one_record_per_row(report: dict[str, Any], rows: list[EvalRow], tmp_path: Path) -> None:
-    write_report(report, rows, ESTIMATORS, tmp_path)
-    records = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+def test_rows_jsonl_has_one_record_per_row(written: list[Path]) -> None:
+    records = [json.loads(line) for line in (written[0].parent / "rows.jsonl").read_text().splitlines()]
     assert [record["measured_ms"] for record in records] == [10.0, 20.0, 40.0, 50.0]
     assert records[3]["beta_ape"] == pytest.approx(10.0)  # |45 - 50| / 50 * 100
 
