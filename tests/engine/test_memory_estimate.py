@@ -43,7 +43,7 @@ def test_adamw_keeps_two_copies_of_the_weights() -> None:
 def test_amp_traces_hold_autocasts_fp16_weight_copies_through_the_forward() -> None:
     def peak(precision: str) -> float:
         workload = Workload(model="vit_base_patch16_224", mode="infer", batch_size=1, precision=precision)  # type: ignore[arg-type]
-        return count_workload(workload).peak_live_bytes
+        return counts_for(workload).peak_live_bytes
 
     # At batch 1 the weights dominate: pure fp16 holds no copies, AMP one 2-byte copy of each of the 86.6 M weights
     # that feed a matmul (all but the position embedding and the LayerNorms').

@@ -77,13 +77,13 @@ def test_a_kernel_gathering_from_a_permuted_tensor_is_strided_and_weighted_by_it
 
 
 def test_a_transpose_made_contiguous_is_counted_as_strided() -> None:
-    counts = count_workload(Workload(model="convnext_atto", mode="infer", batch_size=2, precision="fp32"))
+    counts = counts_for(Workload(model="convnext_atto", mode="infer", batch_size=2, precision="fp32"))
     assert counts.kinds["strided"].ops > 0  # its LayerNorms run channels-last between permutes
 
 
 def test_amp_matmuls_run_on_tensor_cores_and_their_layer_norms_in_fp32() -> None:
-    fp16 = count_workload(Workload(model="vit_tiny_patch16_224", mode="infer", batch_size=2, precision="fp16"))
-    amp = count_workload(Workload(model="vit_tiny_patch16_224", mode="infer", batch_size=2, precision="amp-fp16"))
+    fp16 = counts_for(Workload(model="vit_tiny_patch16_224", mode="infer", batch_size=2, precision="fp16"))
+    amp = counts_for(Workload(model="vit_tiny_patch16_224", mode="infer", batch_size=2, precision="amp-fp16"))
     assert "matmul32" not in amp.kinds and amp.kinds["tensor"].flops == pytest.approx(fp16.kinds["tensor"].flops)
     # Autocast's casts (weights once, fp32 LayerNorm outputs back to fp16) are memory kernels pure fp16 lacks.
     assert amp.kinds["memory"].ops > fp16.kinds["memory"].ops
