@@ -4,7 +4,7 @@ Each aten op the step dispatches becomes an OpCount with its kind (what unit lim
 (its tensor inputs read once, outputs written once). Views move nothing and launch nothing. The analytic and
 host-aware estimators turn these counts into time on any GPU from its specifications.
 
-Two things a GPU does that the meta device does not show are counted beside the ops:
+Three things a GPU does that the meta device does not show are counted beside the ops:
 - Layout conversions. cuDNN's tensor-core convolutions work in NHWC; given channels-first (NCHW) activations a GPU
   transposes them in and the result back out, one read and one write each way. Those are 'layout' ops, so a
   channels-last workload (no conversion) is priced apart from the same workload in NCHW.
@@ -15,8 +15,8 @@ Two things a GPU does that the meta device does not show are counted beside the 
   training, of saved activations and gradients). engine.estimators.memory turns it into a peak on the GPU.
 
 Mixed precision is traced as CUDA's autocast runs it (`_Autocast`): torch.autocast does nothing on the meta device,
-and a step traced wholly in fp16 misses what autocast really does: fp32 weights cast once per step (and the cast
-copies kept until the step ends), normalisations, softmax and losses computed and stored in fp32, fp32 gradients.
+and a step traced wholly in fp16 misses what autocast really does: fp32 weights cast once per step (the cast
+copies kept until its autocast region ends), normalisations, softmax and losses computed and stored in fp32, fp32 gradients.
 """
 
 from __future__ import annotations
