@@ -16,7 +16,8 @@ Three things a GPU does that the meta device does not show are counted beside th
 
 Mixed precision is traced as CUDA's autocast runs it (`_Autocast`): torch.autocast does nothing on the meta device,
 and a step traced wholly in fp16 misses what autocast really does: fp32 weights cast once per step (the cast
-copies kept until its autocast region ends), normalisations, softmax and losses computed and stored in fp32, fp32 gradients.
+copies kept until its autocast region ends), normalisations, softmax and losses computed and stored in fp32, and
+fp32 gradients.
 """
 
 from __future__ import annotations
