@@ -61,7 +61,7 @@ class Bench:
 
     def _measure(self, setting: HostSetting) -> Measurement:
         timing_args: dict[str, Any] = {"windows": self.settings.timed_windows, "window_ms": self.settings.window_ms,
-                       "profile": setting.profile}
+                                       "profile": setting.profile, "cudnn_benchmark": self.settings.cudnn_benchmark}
         try:
             with ExitStack() as stack:
                 if setting.clock_mode == "locked" and setting.clock_mhz is not None:

@@ -31,6 +31,7 @@ def main() -> None:
                 windows=request.get("windows", 10),
                 window_ms=request.get("window_ms", 50.0),
                 profile=request.get("profile", False),
+                cudnn_benchmark=request.get("cudnn_benchmark", True),
             )
     except Exception as exc:  # noqa: BLE001 - reported to the parent as a failed measurement
         result = Measurement(status="failed", error=f"{type(exc).__name__}: {exc}")

@@ -43,9 +43,10 @@ def kernel_class(name: str) -> str:
 
 
 def measure(workload: Workload, device_index: int = 0, windows: int = 10, window_ms: float = 50.0,
-            profile: bool = False) -> Measurement:
+            profile: bool = False, cudnn_benchmark: bool = True) -> Measurement:
     """Build `workload`'s step and time it under the one setting this process runs in (the MPS child's way)."""
-    return StepTimer(workload, device_index).time(windows=windows, window_ms=window_ms, profile=profile)
+    return StepTimer(workload, device_index).time(windows=windows, window_ms=window_ms, profile=profile,
+                                                  cudnn_benchmark=cudnn_benchmark)
 
 
 class StepTimer:
@@ -60,11 +61,11 @@ class StepTimer:
         self._eager_reason: str | None = None
 
     def time(self, stream: Any | None = None, windows: int = 10, window_ms: float = 50.0, profile: bool = False,
-             clock_reader: Any | None = None) -> Measurement:
+             clock_reader: Any | None = None, cudnn_benchmark: bool = True) -> Measurement:
         """Time one step on `stream` (the timer's own side stream when None), building the step first if need be."""
         import torch
 
-        torch.backends.cudnn.benchmark = True
+        torch.backends.cudnn.benchmark = cudnn_benchmark
         # The allocator's per-device statistics exist only once CUDA is initialised, and on the whole GPU nothing
         # has initialised it yet ("Invalid device argument" on the H200 when no green context came first).
         if torch.cuda.is_available():

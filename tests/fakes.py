@@ -345,10 +345,10 @@ class FakeTimer:
         self.timers.append((workload, device_index))
 
         def time(stream: Any | None = None, windows: int = 10, window_ms: float = 50.0, profile: bool = False,
-                 clock_reader: Any | None = None) -> Measurement:
+                 clock_reader: Any | None = None, cudnn_benchmark: bool = True) -> Measurement:
             self.calls.append({
                 "workload": workload, "device_index": device_index, "stream": stream, "windows": windows,
-                "window_ms": window_ms, "profile": profile,
+                "window_ms": window_ms, "profile": profile, "cudnn_benchmark": cudnn_benchmark,
                 "clock_read": clock_reader() if clock_reader is not None else None,
                 "locked_mhz": self.nvml.locked_mhz if self.nvml is not None else None,
             })

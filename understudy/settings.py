@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     mps_control: str = Field(default="nvidia-cuda-mps-control", alias="UNDERSTUDY_MPS_CONTROL")
     timed_windows: int = Field(default=10, ge=1, le=100, alias="UNDERSTUDY_TIMED_WINDOWS")
     window_ms: float = Field(default=50.0, gt=0, alias="UNDERSTUDY_WINDOW_MS")
+    # cuDNN's algorithm search before a workload's first step: the fastest algorithm per shape, at a one-off cost of
+    # seconds per process (the search, and the kernels cuDNN compiles at run time for it).
+    cudnn_benchmark: bool = Field(default=True, alias="UNDERSTUDY_CUDNN_BENCHMARK")
     max_body_bytes: int = Field(default=64 * 1024, alias="UNDERSTUDY_MAX_BODY_BYTES")
 
     # The service. The API listens here when started by `understudy serve`.

@@ -70,10 +70,12 @@ def test_green_context_and_memory_cap_wrap_the_measurement(nvml: FakeNvml, recor
 
 def test_bench_passes_the_timing_settings(nvml: FakeNvml, recorder: RestrictionRecorder,
                                           fake_timer: FakeTimer) -> None:
-    with Bench(WORKLOAD, h200_host(), make_settings(timed_windows=7, window_ms=25.0), nvml=nvml) as bench:
+    with Bench(WORKLOAD, h200_host(), make_settings(timed_windows=7, window_ms=25.0, cudnn_benchmark=False),
+               nvml=nvml) as bench:
         bench.measure(HostSetting(profile=True))
     (call,) = fake_timer.calls
     assert (call["workload"], call["windows"], call["window_ms"], call["profile"]) == (WORKLOAD, 7, 25.0, True)
+    assert call["cudnn_benchmark"] is False
     assert call["stream"] is None
 
 
