@@ -3,7 +3,8 @@
 FastAPI runs a plain `def` dependency in its thread pool, one hand-off per dependency per request, and those
 hand-offs were a fifth of the API's CPU on a cache hit (benchmarks/load/REPORT.md). So every dependency here that
 does no blocking I/O is `async def` and runs on the event loop; the session is made there too (it connects at its
-first statement, in the handler's thread) and only its close, which returns the connection, goes to a thread.
+first statement, in the handler's thread). Its close returns the connection (I/O): a handler that closes it itself
+(`with session:`) does that in its own thread; otherwise get_db does it in one more hand-off.
 """
 
 from __future__ import annotations
@@ -38,7 +39,13 @@ async def get_db(settings: SettingsDep) -> AsyncIterator[Session]:
     try:
         yield session
     finally:
-        await run_in_threadpool(session.close)  # hands the connection back to the pool: a ROLLBACK round trip
+        if session.in_transaction():
+            # It still holds a connection, and handing that back to the pool is a ROLLBACK round trip: in a thread.
+            await run_in_threadpool(session.close)
+        else:
+            # Committed, or closed by the handler in its own thread (`with session:`, the cache hits' handlers): no
+            # I/O left, so no hand-off, which costs about 1 ms of CPU (benchmarks/load/REPORT.md).
+            session.close()
 
 
 async def get_redis(settings: SettingsDep) -> Redis:

@@ -55,17 +55,19 @@ for _ in $(seq 60); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && b
 
 .venv/bin/python benchmarks/load/seed.py --url "http://127.0.0.1:$PORT" --key "$KEY" --out "$OUT/seed.json"
 rm -f "$OUT/runs.jsonl" "$OUT/sequential.jsonl"
+# The server and its uvicorn workers, whose CPU per request the runs report.
+read -r -a PIDS <<< "$SERVER $(pgrep -P "$SERVER" | tr '\n' ' ')"
 if [ "$SEQUENTIAL" != 0 ]; then
-  # shellcheck disable=SC2046  # the server and its uvicorn workers, one pid a word
   .venv/bin/python benchmarks/load/sequential.py --url "http://127.0.0.1:$PORT" --seed "$OUT/seed.json" \
-    --requests "$SEQUENTIAL" --pids "$SERVER" $(pgrep -P "$SERVER") --out "$OUT/sequential.jsonl"
+    --requests "$SEQUENTIAL" --pids "${PIDS[@]}" --out "$OUT/sequential.jsonl"
 fi
 if [ "$DURATION" != 0 ]; then
   .venv/bin/python benchmarks/load/loadgen.py --url "http://127.0.0.1:$PORT" --seed "$OUT/seed.json" \
-    --rate "$RATE" --duration "$DURATION" --out "$OUT/runs.jsonl"
+    --rate "$RATE" --duration "$DURATION" --server-pids "${PIDS[@]}" --out "$OUT/runs.jsonl"
 fi
 if [ "$FIND_MAX" = 1 ]; then
   .venv/bin/python benchmarks/load/loadgen.py --url "http://127.0.0.1:$PORT" --seed "$OUT/seed.json" \
-    --find-max --start "$START" --step "$STEP" --duration "$STEP_DURATION" --out "$OUT/runs.jsonl"
+    --find-max --start "$START" --step "$STEP" --duration "$STEP_DURATION" --server-pids "${PIDS[@]}" \
+    --out "$OUT/runs.jsonl"
 fi
 uptime >> "$OUT/uptime.txt"

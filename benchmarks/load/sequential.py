@@ -14,25 +14,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from loadgen import Connection, encode
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_s(pids: list[int]) -> float:
-    """User plus system CPU of these processes so far, in seconds."""
-    total = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
-    return total / CLOCK_TICKS
+from loadgen import Connection, cpu_s, encode
 
 
 async def measure(url: str, seed: dict[str, object], requests: int, pids: list[int]) -> dict[str, object]:
