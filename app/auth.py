@@ -5,8 +5,10 @@ dependency comes too late: a caller without a key could still make the API read 
 middleware answers 401 first, from the headers alone, and leaves the caller it found in the request's state
 (`request.state.caller`) for the routes.
 
-A known key is remembered for CACHE_S, so the hot path (a cached answer polled again and again) costs no database
-round trip; a revoked key therefore stops working within CACHE_S.
+A key's lookup is remembered for CACHE_S (by the sha256 of the token, never the token), so the hot path (a cached
+answer polled again and again) costs no database round trip. A key revoked through the API is forgotten at once by
+the process that revoked it; every other process (another uvicorn worker, `understudy keys revoke`) stops accepting
+it within CACHE_S.
 """
 
 from __future__ import annotations
@@ -40,23 +42,52 @@ def _lookup(settings: Settings, token: str) -> Caller | None:
         return Caller.of(key) if key is not None else None
 
 
+class KnownKeys:
+    """Lookups of presented tokens, each good for CACHE_S: the caller a token belongs to, or None for an unknown one."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[float, Caller | None]] = {}  # sha256 of the token -> (when, caller)
+
+    def get(self, digest: str) -> tuple[bool, Caller | None]:
+        """(found, caller): found is False when this token was never looked up or its lookup is too old."""
+        hit = self._known.get(digest)
+        if hit is None or time.monotonic() - hit[0] >= CACHE_S:
+            return False, None
+        return True, hit[1]
+
+    def put(self, digest: str, caller: Caller | None, asked_at: float) -> None:
+        """Remember a lookup from the moment it was asked (time.monotonic()), not answered: CACHE_S bounds how old
+        the database's answer can be."""
+        if len(self._known) >= CACHE_ENTRIES:
+            self._known.clear()  # guessed keys must not grow the process without bound
+        self._known[digest] = (asked_at, caller)
+
+    def forget(self, key_id: str) -> None:
+        """Drop every lookup that found this key (its revocation takes effect in this process at once)."""
+        for digest, (_, caller) in list(self._known.items()):
+            if caller is not None and caller.key_id == key_id:
+                self._known.pop(digest, None)  # the gate may have cleared it meanwhile (another thread)
+
+
+# One per process: the gate fills it, the revoking route (app/api/routes/keys.py) empties it of a revoked key.
+known_keys = KnownKeys()
+
+
 class ApiKeyGate:
     """Refuse a request that needs a key and has none (or an unknown one) with 401, before its body is read."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, known: KnownKeys = known_keys) -> None:
         self.app = app
-        self._known: dict[str, tuple[float, Caller | None]] = {}  # sha256 of the token -> (when, caller)
+        self.known = known
 
     async def caller(self, settings: Settings, token: str) -> Caller | None:
         digest = hashlib.sha256(token.encode()).hexdigest()
-        now = time.monotonic()
-        hit = self._known.get(digest)
-        if hit is not None and now - hit[0] < CACHE_S:
-            return hit[1]
+        found, caller = self.known.get(digest)
+        if found:
+            return caller
+        asked_at = time.monotonic()
         caller = await asyncio.to_thread(_lookup, settings, token)
-        if len(self._known) >= CACHE_ENTRIES:
-            self._known.clear()  # guessed keys must not grow the process without bound
-        self._known[digest] = (now, caller)
+        self.known.put(digest, caller, asked_at)
         return caller
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -131,10 +131,16 @@ def place(*, session: Session, redis: Redis, settings: Settings, request: Predic
         explicit = find_host(session=session, ref=request.host)
         if explicit is None:
             raise Conflict(f"no worker has registered host {request.host!r}; GET /v1/hosts lists the hosts")
-    live = live_gpu_hosts(session=session, settings=settings)
+    # The live GPU hosts are a query: asked only when the answer depends on them (not for a CPU estimator, the
+    # cache hit under load).
+    live: list[Host] | None = None
     name = request.estimator
     if name is None:
-        has_gpu = (explicit is not None and is_gpu_queue(explicit.host_class)) or (explicit is None and bool(live))
+        if explicit is not None:
+            has_gpu = is_gpu_queue(explicit.host_class)
+        else:
+            live = live_gpu_hosts(session=session, settings=settings)
+            has_gpu = bool(live)
         name = DEFAULT_GPU_ESTIMATOR if has_gpu else DEFAULT_CPU_ESTIMATOR
     info = estimator_info(name)
     if not info.needs_gpu:
@@ -144,6 +150,8 @@ def place(*, session: Session, redis: Redis, settings: Settings, request: Predic
         if not is_gpu_queue(explicit.host_class):
             raise Conflict(f"host {explicit.id} has no GPU; estimator {name!r} times the workload on one")
         return _on_host(explicit, name, settings)
+    if live is None:
+        live = live_gpu_hosts(session=session, settings=settings)
     if not live:
         raise Conflict(f"estimator {name!r} times the workload on a GPU and no GPU worker is registered (none sent a "
                        f"heartbeat in the last {settings.host_stale_s:g} s); start `understudy worker --gpu N` on a "
@@ -259,7 +267,7 @@ def record_owner(*, session: Session, caller: Caller | None, rows: list[Predicti
     if caller is None or not rows:
         return
     ids = list(dict.fromkeys(row.id for row in rows))
-    # A repeated request (the hot path: a cached answer asked for again) writes nothing.
+    # A repeated request (the hot path: a cached answer asked for again) writes nothing and commits nothing.
     owned = set(session.scalars(select(PredictionOwner.prediction_id).where(
         PredictionOwner.owner_id == caller.key_id, PredictionOwner.prediction_id.in_(ids))))
     now = utcnow()
@@ -267,7 +275,7 @@ def record_owner(*, session: Session, caller: Caller | None, rows: list[Predicti
               for row_id in ids if row_id not in owned]
     if values:
         session.execute(insert(PredictionOwner).values(values).on_conflict_do_nothing())
-    session.commit()
+        session.commit()
 
 
 def create_predictions(*, session: Session, redis: Redis, settings: Settings, request: PredictionCreate,

@@ -1,30 +1,55 @@
-"""Dependencies as type aliases: a handler declares `session: SessionDep` and gets one."""
+"""Dependencies as type aliases: a handler declares `session: SessionDep` and gets one.
+
+FastAPI runs a plain `def` dependency in its thread pool, one hand-off per dependency per request, and those
+hand-offs were a fifth of the API's CPU on a cache hit (benchmarks/load/REPORT.md). So every dependency here that
+does no blocking I/O is `async def` and runs on the event loop; the session is made there too (it connects at its
+first statement, in the handler's thread). Its close returns the connection (I/O): a handler that closes it itself
+(`with session:`) does that in its own thread; otherwise get_db does it in one more hand-off.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader
 from redis import Redis
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
-from app.core.config import Settings, get_settings
-from app.core.db import redis_for, session_for
+from app.core.config import Settings
+from app.core.db import new_session, redis_for
 from app.auth import NO_KEY
 from app.errors import Forbidden
+from app.limits import settings_of
 from app.security import Caller
 
-SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+async def current_settings(request: Request) -> Settings:
+    """get_settings(), or what a test put in its place with app.dependency_overrides[get_settings]."""
+    return settings_of(request.scope)
 
 
-def get_db(settings: SettingsDep) -> Iterator[Session]:
-    yield from session_for(settings)
+SettingsDep = Annotated[Settings, Depends(current_settings)]
 
 
-def get_redis(settings: SettingsDep) -> Redis:
-    return redis_for(settings.redis_url)
+async def get_db(settings: SettingsDep) -> AsyncIterator[Session]:
+    session = new_session(settings)
+    try:
+        yield session
+    finally:
+        if session.in_transaction():
+            # It still holds a connection, and handing that back to the pool is a ROLLBACK round trip: in a thread.
+            await run_in_threadpool(session.close)
+        else:
+            # Committed, or closed by the handler in its own thread (`with session:`, the cache hits' handlers): no
+            # I/O left, so no hand-off, which costs about 1 ms of CPU (benchmarks/load/REPORT.md).
+            session.close()
+
+
+async def get_redis(settings: SettingsDep) -> Redis:
+    return redis_for(settings.redis_url)  # made once per URL; it connects at its first command
 
 
 SessionDep = Annotated[Session, Depends(get_db)]
@@ -44,17 +69,17 @@ def _caller(request: Request, needed: bool) -> Caller | None:
     return caller
 
 
-def require_write_key(request: Request, settings: SettingsDep,
-                      token: Annotated[str | None, Security(api_key_header)]) -> Caller | None:
+async def require_write_key(request: Request, settings: SettingsDep,
+                            token: Annotated[str | None, Security(api_key_header)]) -> Caller | None:
     return _caller(request, settings.require_api_key)
 
 
-def require_read_key(request: Request, settings: SettingsDep,
-                     token: Annotated[str | None, Security(api_key_header)]) -> Caller | None:
+async def require_read_key(request: Request, settings: SettingsDep,
+                           token: Annotated[str | None, Security(api_key_header)]) -> Caller | None:
     return _caller(request, settings.read_requires_key)
 
 
-def require_admin(caller: Annotated[Caller | None, Depends(require_read_key)]) -> Caller:
+async def require_admin(caller: Annotated[Caller | None, Depends(require_read_key)]) -> Caller:
     if caller is None or not caller.admin:
         raise Forbidden("this needs an admin key (`understudy keys create --admin`)")
     return caller

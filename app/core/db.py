@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from functools import lru_cache
 
 from redis import Redis
@@ -24,9 +23,10 @@ def _factory(url: str) -> sessionmaker[Session]:
     return sessionmaker(get_engine(url), expire_on_commit=False)
 
 
-def session_for(settings: Settings) -> Iterator[Session]:
-    with _factory(settings.database_url)() as session:
-        yield session
+def new_session(settings: Settings) -> Session:
+    """A session that has not connected yet (it takes a pooled connection at its first statement): cheap to make
+    on the event loop."""
+    return _factory(settings.database_url)()
 
 
 @lru_cache(maxsize=8)

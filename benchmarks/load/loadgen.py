@@ -48,6 +48,19 @@ class Run:
     by_kind: dict[str, dict[str, float]] = field(default_factory=dict)
     late_starts: int = 0  # requests the generator started more than 5 ms after their slot
     generator_cpu_s: float = 0.0
+    server_cpu_ms_per_request: float | None = None  # the server's processes (--server-pids), over the measured part
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pids: list[int]) -> float:
+    """User plus system CPU of these processes so far, in seconds (from /proc)."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
+    return total / CLOCK_TICKS
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -123,7 +136,7 @@ def encode(method: str, path: str, host: str, key: str, body: dict[str, Any] | N
 
 
 async def run_once(url: str, key: str, seed: dict[str, Any], rate: float, duration_s: float,
-                   connections: int, warmup_s: float = 0.0) -> Run:
+                   connections: int, warmup_s: float = 0.0, server_pids: tuple[int, ...] = ()) -> Run:
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     gets = [encode("GET", f"/v1/predictions/{i}", host, key) for i in seed["ids"]]
@@ -144,6 +157,7 @@ async def run_once(url: str, key: str, seed: dict[str, Any], rate: float, durati
         warming.append(asyncio.create_task(pool.exchange(request)))
     await asyncio.gather(*warming, return_exceptions=True)
     cpu_start = time.process_time()
+    server_cpu_start = cpu_s(list(server_pids))
 
     async def one(kind: str, request: bytes, due: float) -> None:
         try:
@@ -182,6 +196,8 @@ async def run_once(url: str, key: str, seed: dict[str, Any], rate: float, durati
     elapsed = time.perf_counter() - start
     pool.close()
     run.generator_cpu_s = round(time.process_time() - cpu_start, 2)
+    if server_pids and run.completed:
+        run.server_cpu_ms_per_request = round((cpu_s(list(server_pids)) - server_cpu_start) / run.completed * 1000, 2)
     run.achieved_rps = round(run.completed / elapsed, 1)
     everything = latencies["get"] + latencies["post"]
     overall = summary(everything)
@@ -209,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--step", type=float, default=100.0)
     parser.add_argument("--max-rate", type=float, default=5000.0)
     parser.add_argument("--p99-ms", type=float, default=25.0, help="the p99 a sustained rate must keep")
+    parser.add_argument("--server-pids", type=int, nargs="*", default=[],
+                        help="the server's processes (on this machine): report their CPU per request")
     parser.add_argument("--out", type=Path, help="append each run's JSON here")
     args = parser.parse_args(argv)
     try:
@@ -223,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         rates = [args.start + i * args.step for i in range(int((args.max_rate - args.start) / args.step) + 1)]
     best = None
     for rate in rates:
-        run = asyncio.run(run_once(args.url, seed["key"], seed, rate, args.duration, args.connections, args.warmup))
+        run = asyncio.run(run_once(args.url, seed["key"], seed, rate, args.duration, args.connections, args.warmup,
+                                 tuple(args.server_pids)))
         record = {**asdict(run), "sustained": sustained(run, args.p99_ms), "pid": os.getpid()}
         line = json.dumps(record)
         sys.stdout.write(line + "\n")

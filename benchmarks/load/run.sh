@@ -6,8 +6,12 @@
 #
 #   benchmarks/load/run.sh                 # WORKERS=2 uvicorn processes, RATE=200, DURATION=60
 #   WORKERS=1 RATE=200 benchmarks/load/run.sh
+#   WORKERS=1 SEQUENTIAL=2000 DURATION=0 FIND_MAX=0 benchmarks/load/run.sh   # one request at a time: CPU per request
+#   PORT=8091 DB=understudy_load_me REDIS_URL=redis://127.0.0.1:6391/9 benchmarks/load/run.sh   # on a shared machine
 #
-# Needs PostgreSQL on 127.0.0.1:5432 (user root, trust) and a Redis (REDIS_URL, default database 9 on 6379).
+# Needs PostgreSQL on 127.0.0.1:5432 (user root, trust) and a Redis (REDIS_URL, default database 9 on 6379). The
+# database DB (default understudy_load) is dropped and made again, and REDIS_URL's database is flushed: point both at
+# ones nobody else uses. The code served is this checkout's (PYTHONPATH), whichever checkout the venv installed.
 # Authentication and owners are on as shipped: every request carries the key, every read checks that the key owns
 # the prediction.
 set -euo pipefail
@@ -21,11 +25,13 @@ FIND_MAX=${FIND_MAX:-1}
 STEP_DURATION=${STEP_DURATION:-20}
 START=${START:-300}
 STEP=${STEP:-100}
+SEQUENTIAL=${SEQUENTIAL:-0}
 OUT=${OUT:-benchmarks/load/out}
-DB=understudy_load
+DB=${DB:-understudy_load}
 mkdir -p "$OUT"
 
 export DATABASE_URL="postgresql://root@127.0.0.1:5432/$DB"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/9}
 # The load comes from one key and one address: keep the rate limiter in the path (its Redis call is part of every
 # request) but with limits the test cannot reach.
@@ -48,11 +54,20 @@ uptime > "$OUT/uptime.txt"
 for _ in $(seq 60); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.5; done
 
 .venv/bin/python benchmarks/load/seed.py --url "http://127.0.0.1:$PORT" --key "$KEY" --out "$OUT/seed.json"
-rm -f "$OUT/runs.jsonl"
-.venv/bin/python benchmarks/load/loadgen.py --url "http://127.0.0.1:$PORT" --seed "$OUT/seed.json" \
-  --rate "$RATE" --duration "$DURATION" --out "$OUT/runs.jsonl"
+rm -f "$OUT/runs.jsonl" "$OUT/sequential.jsonl"
+# The server and its uvicorn workers, whose CPU per request the runs report.
+read -r -a PIDS <<< "$SERVER $(pgrep -P "$SERVER" | tr '\n' ' ')"
+if [ "$SEQUENTIAL" != 0 ]; then
+  .venv/bin/python benchmarks/load/sequential.py --url "http://127.0.0.1:$PORT" --seed "$OUT/seed.json" \
+    --requests "$SEQUENTIAL" --pids "${PIDS[@]}" --out "$OUT/sequential.jsonl"
+fi
+if [ "$DURATION" != 0 ]; then
+  .venv/bin/python benchmarks/load/loadgen.py --url "http://127.0.0.1:$PORT" --seed "$OUT/seed.json" \
+    --rate "$RATE" --duration "$DURATION" --server-pids "${PIDS[@]}" --out "$OUT/runs.jsonl"
+fi
 if [ "$FIND_MAX" = 1 ]; then
   .venv/bin/python benchmarks/load/loadgen.py --url "http://127.0.0.1:$PORT" --seed "$OUT/seed.json" \
-    --find-max --start "$START" --step "$STEP" --duration "$STEP_DURATION" --out "$OUT/runs.jsonl"
+    --find-max --start "$START" --step "$STEP" --duration "$STEP_DURATION" --server-pids "${PIDS[@]}" \
+    --out "$OUT/runs.jsonl"
 fi
 uptime >> "$OUT/uptime.txt"

@@ -6,6 +6,7 @@ from fastapi import APIRouter, status
 from sqlalchemy import select
 
 from app.api.deps import AdminDep, SessionDep
+from app.auth import known_keys
 from app.errors import NotFound
 from app.schemas import COMMON_ERRORS, ApiKeyCreate, ApiKeyCreatedPublic, ApiKeyPublic, ApiKeysPublic, ErrorPublic
 from app.security import create_api_key, revoke_api_key
@@ -33,10 +34,12 @@ def create_key(body: ApiKeyCreate, session: SessionDep, admin: AdminDep) -> ApiK
 
 @router.delete("/{key_id}", response_model=ApiKeyPublic, responses=ADMIN_ONLY)
 def revoke_key(key_id: str, session: SessionDep, admin: AdminDep) -> ApiKeyPublic:
-    """Revoke a key (it stops working within a few seconds: app/auth.py remembers a key briefly)."""
+    """Revoke a key: it stops working at once here, and within a few seconds in the service's other processes
+    (app/auth.py remembers a key briefly)."""
     key = session.get(ApiKey, key_id)
     if key is None:
         raise NotFound(f"no API key with id {key_id!r}")
     revoke_api_key(session=session, key_id_or_prefix=key.id)
+    known_keys.forget(key.id)
     session.refresh(key)
     return ApiKeyPublic.model_validate(key, from_attributes=True)

@@ -33,7 +33,9 @@ def create_predictions(body: PredictionCreate, response: Response, session: Sess
                        settings: SettingsDep, caller: WriteKeyDep) -> PredictionRequestPublic:
     """Predict a workload's step time on each target: 202 with one prediction per target to poll, or 200 at once
     when every result is in the cache. The same request twice (or at the same moment) runs once."""
-    created = crud.create_predictions(session=session, redis=redis, settings=settings, request=body, caller=caller)
+    with session:  # returns the connection here, in the handler's thread (app/api/deps.py)
+        created = crud.create_predictions(session=session, redis=redis, settings=settings, request=body,
+                                          caller=caller)
     if created.all_final:
         response.status_code = status.HTTP_200_OK
     data = [prediction_public(row, cached) for row, cached in zip(created.rows, created.cached, strict=True)]
@@ -46,7 +48,8 @@ def create_predictions(body: PredictionCreate, response: Response, session: Sess
 def read_prediction(prediction_id: str, session: SessionDep, caller: ReadKeyDep) -> PredictionPublic:
     """One prediction: its status and, once done, its latency, the host setting it was measured under, and how.
     A key sees the predictions it asked for (an admin key every one)."""
-    row = crud.get_prediction(session=session, prediction_id=prediction_id, owner=crud.visible_owner(caller))
+    with session:  # returns the connection here, in the handler's thread (app/api/deps.py)
+        row = crud.get_prediction(session=session, prediction_id=prediction_id, owner=crud.visible_owner(caller))
     if row is None:
         raise NotFound(f"no prediction with id {prediction_id!r}")
     return prediction_public(row)
