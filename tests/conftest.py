@@ -11,6 +11,8 @@ A test goes by its own entry in TIERS, else its file's, else its folder's.
 
 from __future__ import annotations
 
+import importlib.util
+
 from pathlib import Path
 
 import pytest
@@ -67,10 +69,12 @@ def selected_tier(config: pytest.Config) -> str | None:
 def pytest_configure(config: pytest.Config) -> None:
     """The fuzz tests' pytest plugins, only in a run that can collect those tests. Importing schemathesis takes two
     seconds, so pyproject's addopts keeps its plugin from loading itself (-p no:schemathesis); hypothesis's plugin
-    loads cheaply but imports hypothesis (a second) to write its summary, so it goes where no test can use it."""
+    loads cheaply but imports hypothesis (a second) to write its summary, so it goes where no test can use it.
+    Where schemathesis is not installed (the GPU host, which runs tests/engine/test_gpu.py), nothing is loaded."""
     tier = selected_tier(config)
     if tier is None or tier in tiers_within("fuzz"):
-        if not config.pluginmanager.has_plugin("schemathesis"):  # loaded by itself where addopts was overridden
+        # Not loaded by itself (it is, where addopts was overridden), and installed.
+        if not config.pluginmanager.has_plugin("schemathesis") and importlib.util.find_spec("schemathesis"):
             config.pluginmanager.import_plugin("schemathesis.pytest.plugin")
     elif config.pluginmanager.has_plugin("hypothesispytest"):
         config.pluginmanager.unregister(name="hypothesispytest")
