@@ -72,7 +72,7 @@ class Efficiency:
 
 
 def memory_bytes(counts: WorkloadCounts, eff: Efficiency) -> np.ndarray:
-    """The bytes of each memory-bound kernel, layout conversions and strided copies weighted (Efficiency.bytes_weight)."""
+    """The bytes of each memory-bound kernel, layout conversions and strided copies weighted by bytes_weight."""
     return np.array([moved * eff.bytes_weight(kind) for kind, _, moved in counts.ops if kind in MEMORY_KINDS],
                     dtype=float)
 
