@@ -4,8 +4,8 @@ For each back-off row of a timm inference file (see memory.py), run timm's infer
 benchmark.py does (eval mode, AMP, cudnn.benchmark, the file's memory format) at the recorded batch and at the next
 larger batch of timm's decay, with the caching allocator capped at the card's memory
 (torch.cuda.set_per_process_memory_fraction). Written per run: whether it fit, and the peak allocated and reserved
-bytes. Whether the capped host reproduces the file's facts says how far a host measurement of memory can be trusted;
-the peaks at the recorded batch are what memory.py's prediction is checked against.
+bytes. Whether the capped host reproduces the file's facts says how much of them any prediction can hope to get
+right: what fit then depended on that day's torch and cuDNN, not on the model alone (benchmarks/accuracy/README.md).
 
     python3 benchmarks/accuracy/memory_peaks.py .gt/timm-infer-amp-nchw-rtx3090-pt240.csv --out peaks.jsonl \\
         --seconds 300
