@@ -12,7 +12,6 @@ A test goes by its own entry in TIERS, else its file's, else its folder's.
 from __future__ import annotations
 
 import importlib.util
-
 from pathlib import Path
 
 import pytest

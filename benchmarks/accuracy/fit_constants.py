@@ -38,11 +38,11 @@ from understudy.catalog import TargetSpec, catalog
 from understudy.results import HostSetting, Measurement
 from understudy.workload import Workload, workload_from_row
 from count_cache import load_counts
-from engine.counting import WorkloadCounts
+from engine.counting import KINDS, WorkloadCounts
 from engine.estimators.analytic import EFFICIENCY
 from engine.estimators.base import host_spec
 from engine.estimators.hostaware import CLASSES, CONSTANTS, HostAwareConstants, HostScaling
-from engine.estimators.roofline import Efficiency, L2Reuse
+from engine.estimators.roofline import CLASS_OF_KIND, MEMORY_KINDS, Efficiency, L2Reuse
 from evaluation.evaluate import read_rows
 from engine.measurement_log import MeasurementLog
 
@@ -57,8 +57,11 @@ HOSTAWARE = (*ROOFLINE, "host_tensor", "host_simt", "bandwidth_efficiency", "hos
 HOSTAWARE_HELD = {"bandwidth_efficiency": 1.012, "host_bytes_per_sm_cycle": 144.1, "l2_fraction": 1.0,
                   "l2_usable": 0.5, "bytes_per_sm_cycle": 0.0, "tensor_flop_per_sm_cycle": 0.0,
                   "training_overhead": 1.0, "launch_us": 5.0}
-KIND_CODE = {"tensor": 0, "matmul32": 1, "depthwise": 2, "memory": 3, "layout": 4, "strided": 5}
-CLASS_CODE = np.array([0, 1, 1, 2, 2, 2])  # kind code -> roofline class (tensor, simt, other)
+# Kinds as codes in engine.counting's order, and what the roofline says of each: its class and whether it is priced
+# by bytes alone (engine.estimators.roofline).
+KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
+CLASS_CODE = np.array([CLASSES.index(CLASS_OF_KIND[kind]) for kind in KINDS])
+MEMORY_CODES = np.array([KIND_CODE[kind] for kind in MEMORY_KINDS])
 REFERENCE = "GeForce RTX 3090"
 
 
@@ -188,16 +191,17 @@ class Priced:
 
     def _bytes_weight(self, eff: Efficiency) -> np.ndarray:
         """Efficiency.bytes_weight per op."""
-        return np.choose(self.kind, [1.0, 1.0, 1.0, 1.0, eff.layout, eff.strided])
+        return np.array([eff.bytes_weight(kind) for kind in KINDS])[self.kind]
 
     def roofline(self, eff: Efficiency, reuse: L2Reuse | None) -> np.ndarray:
         """Milliseconds per sample and class (n x 3)."""
         tensor_rate = self.tensor_rate * eff.tensor
         if eff.tensor_flop_per_sm_cycle > 0:
             tensor_rate = np.minimum(tensor_rate, self.issue * eff.tensor_flop_per_sm_cycle)
-        memory = np.full_like(self.flops, np.inf)
-        rate = np.choose(self.kind, [tensor_rate, self.fp32_rate * eff.matmul32, self.fp32_rate * eff.simt, memory,
-                                     memory, memory])
+        bytes_only = np.full_like(self.flops, np.inf)  # a memory-bound kind's FLOPs cost nothing
+        rate_of_kind = {"tensor": tensor_rate, "matmul32": self.fp32_rate * eff.matmul32,
+                        "depthwise": self.fp32_rate * eff.simt}
+        rate = np.choose(self.kind, [rate_of_kind.get(kind, bytes_only) for kind in KINDS])
         moved = self.moved * self._bytes_weight(eff)
         if reuse is not None:
             moved = self._dram(moved, self.l2, reuse)
@@ -212,7 +216,7 @@ class Priced:
         """(predicted ms, each class's share of it) per sample, as engine.estimators.hostaware.blend_factor
         computes."""
         scaling, reuse = constants.scaling, constants.reuse
-        memory = self.kind >= 3
+        memory = np.isin(self.kind, MEMORY_CODES)
         moved = (self.moved * self._bytes_weight(constants.roofline))[memory]
         number = self.number[memory]
         index = self.index[memory]
