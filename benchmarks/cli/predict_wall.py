@@ -321,7 +321,10 @@ def main() -> int:
     if args.kind == "phases":
         sys.stdout.write(json.dumps(phases(args.workload)) + "\n")
         return 0
-    command = " ".join([Path(sys.executable).name, "-m", "benchmarks.cli.predict_wall", *sys.argv[1:]])
+    # The project's settings from the environment change what is measured (UNDERSTUDY_CUDNN_BENCHMARK=0, say), so
+    # the command as reported carries them.
+    settings = [f"{name}={value}" for name, value in sorted(os.environ.items()) if name.startswith("UNDERSTUDY_")]
+    command = " ".join([*settings, Path(sys.executable).name, "-m", "benchmarks.cli.predict_wall", *sys.argv[1:]])
     args.out.mkdir(parents=True, exist_ok=True)
 
     def save(report: dict[str, Any]) -> None:
