@@ -4,11 +4,12 @@ its history, never skips putting a row in a new asker's history, and never holds
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine, event, text
 
 from app import auth
 from app.finished import FinishedPredictions
@@ -90,6 +91,27 @@ def public(prediction_id: str, status: str = "done") -> PredictionPublic:
         "created_at": "2026-01-01T00:00:00Z"})
 
 
+def test_a_row_deleted_behind_the_apis_back_is_not_shown_once_memory_is_not_trusted(client, db, redis, keys,
+                                                                                      configure):
+    prediction_id = finished_prediction(client, redis, keys.a)
+    with db.begin() as connection:  # what an operator's DELETE (or a test emptying its tables) does
+        connection.execute(text("TRUNCATE predictions CASCADE"))
+
+    configure(remember_finished_s=0)
+
+    assert client.get(f"/v1/predictions/{prediction_id}", headers=keys.a).status_code == 404
+
+
+def test_what_a_process_remembers_expires():
+    remembered = FinishedPredictions()
+    remembered.remember(public("p1"), "key-1", "owner")
+
+    assert remembered.get("p1", "owner", max_age_s=0.2) == public("p1")
+    time.sleep(0.25)
+    assert remembered.get("p1", "owner", max_age_s=0.2) is None
+    assert remembered.by_keys(["key-1"], None, max_age_s=0.2) is None
+
+
 def test_what_a_process_remembers_is_bounded():
     remembered = FinishedPredictions(max_rows=2, max_owned=100)
     remembered.remember(public("p1"), "key-1", "owner")
@@ -97,8 +119,8 @@ def test_what_a_process_remembers_is_bounded():
 
     remembered.remember(public("p3"), "key-3", "owner")  # over the bound: the rest is forgotten
 
-    assert remembered.get("p1", "owner") is None and remembered.by_keys(["key-2"], "owner") is None
-    assert remembered.get("p3", "owner") == public("p3")
+    assert remembered.get("p1", "owner", 60) is None and remembered.by_keys(["key-2"], "owner", 60) is None
+    assert remembered.get("p3", "owner", 60) == public("p3")
 
 
 def test_only_final_cached_answers_are_remembered():
@@ -107,5 +129,5 @@ def test_only_final_cached_answers_are_remembered():
         remembered.remember(public(status, status), f"key-{status}", None)
     remembered.remember(public("oom", "oom"), "key-oom", None)
 
-    assert [remembered.get(status, None) for status in ("queued", "running", "failed")] == [None, None, None]
-    assert remembered.by_keys(["key-oom"], None) == [public("oom", "oom")]
+    assert [remembered.get(status, None, 60) for status in ("queued", "running", "failed")] == [None, None, None]
+    assert remembered.by_keys(["key-oom"], None, 60) == [public("oom", "oom")]

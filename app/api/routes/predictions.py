@@ -42,7 +42,8 @@ async def create_predictions(body: PredictionCreate, response: Response, session
     when every result is in the cache. The same request twice (or at the same moment) runs once."""
     # A repeated request whose results this process has served the caller before: from memory, on the event loop.
     keys = crud.cache_keys_at_once(settings=settings, request=body)
-    hits = finished.by_keys(keys, caller.key_id if caller is not None else None) if keys is not None else None
+    hits = (finished.by_keys(keys, caller.key_id if caller is not None else None, settings.remember_finished_s)
+            if keys is not None else None)
     if hits is not None:
         response.status_code = status.HTTP_200_OK
         data = [public.model_copy(update={"cached": True}) for public in hits]
@@ -69,12 +70,13 @@ def _create_predictions(body: PredictionCreate, response: Response, session: Ses
 
 @router.get("/{prediction_id}", response_model=PredictionPublic,
             responses={404: {"model": ErrorPublic, "description": "no prediction has this id"}, **COMMON_ERRORS})
-async def read_prediction(prediction_id: str, session: SessionDep, caller: ReadKeyDep) -> PredictionPublic:
+async def read_prediction(prediction_id: str, session: SessionDep, settings: SettingsDep,
+                          caller: ReadKeyDep) -> PredictionPublic:
     """One prediction: its status and, once done, its latency, the host setting it was measured under, and how.
     A key sees the predictions it asked for (an admin key every one)."""
     owner = crud.visible_owner(caller)
     # A finished row this process has shown this owner before: from memory, on the event loop.
-    public = finished.get(prediction_id, owner)
+    public = finished.get(prediction_id, owner, settings.remember_finished_s)
     if public is None:
         public = await run_in_threadpool(_read_prediction, prediction_id, session, owner)
     return public
