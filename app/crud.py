@@ -123,6 +123,22 @@ def _on_host(host: Host, estimator: str, settings: Settings) -> Placement:
     return Placement(cache_identity(estimator, version, host.fingerprint), host.host_class, host.fingerprint)
 
 
+def cpu_placement(*, settings: Settings, request: PredictionCreate) -> Placement | None:
+    """The placement of a request that names an estimator touching no GPU and no host (and no calibration): it
+    needs no query. None for any other request (place() decides those)."""
+    if request.host is not None or request.estimator is None or request.calibration is not None:
+        return None
+    info = estimator_info(request.estimator)
+    if info.needs_gpu or info.name == CALIBRATED_ESTIMATOR:
+        return None
+    return _anywhere(info.name, settings)
+
+
+def _anywhere(estimator: str, settings: Settings) -> Placement:
+    # The same answer on every host: any worker may compute it, and the cache key names no host.
+    return Placement(cache_identity(estimator, estimator_version(estimator, settings), None), CPU_QUEUE, None)
+
+
 def place(*, session: Session, redis: Redis, settings: Settings, request: PredictionCreate, workload: Workload,
           specs: list[TargetSpec]) -> Placement:
     """The estimator, its version and the host class: CPU estimators go to "cpu"; GPU ones to a registered GPU host."""
@@ -144,8 +160,7 @@ def place(*, session: Session, redis: Redis, settings: Settings, request: Predic
         name = DEFAULT_GPU_ESTIMATOR if has_gpu else DEFAULT_CPU_ESTIMATOR
     info = estimator_info(name)
     if not info.needs_gpu:
-        # The same answer on every host: any worker may compute it, and the cache key names no host.
-        return Placement(cache_identity(name, estimator_version(name, settings), None), CPU_QUEUE, None)
+        return _anywhere(name, settings)
     if explicit is not None:
         if not is_gpu_queue(explicit.host_class):
             raise Conflict(f"host {explicit.id} has no GPU; estimator {name!r} times the workload on one")
@@ -230,6 +245,16 @@ def resolve_targets(items: list[str | InlineTarget], settings: Settings) -> list
     if len(items) > settings.max_targets:
         raise FieldError("targets", f"at most {settings.max_targets} targets per request (UNDERSTUDY_MAX_TARGETS)")
     return [resolve_target(item) for item in items]
+
+
+def cache_keys_at_once(*, settings: Settings, request: PredictionCreate) -> list[str] | None:
+    """The cache keys of a request's targets, in order, when they need no query to know (cpu_placement); else None.
+    With them the API can answer a repeated request from what it remembers (app.finished)."""
+    placement = cpu_placement(settings=settings, request=request)
+    if placement is None:
+        return None
+    specs = resolve_targets(list(request.targets), settings)
+    return [cache_key(request.workload, spec, placement.identity) for spec in specs]
 
 
 def check_queue(*, session: Session, redis: Redis, settings: Settings, queue: str) -> None:

@@ -2,8 +2,13 @@
 and per client address (429 with Retry-After). Both are plain ASGI middlewares, so a refused request costs no
 database round trip and never reaches a route, let alone the queue.
 
-The rate limits are fixed windows counted in Redis (one INCR per limit, in one script call), so every API process
-shares them. Should Redis not answer, requests are let through: the limits protect the service, and a write that
+The rate limits are fixed windows counted in Redis, so every API process shares them. A process takes a limit's
+requests from its Redis counter in batches (one INCRBY per limit, in one script call) and spends them by itself until
+the batch or its window runs out: one Redis round trip serves up to BATCH_SHARE of the limit (at most MAX_BATCH
+requests) instead of one each, which was a tenth of a cache hit's CPU (benchmarks/load/REPORT.md). A window never
+admits more than its limit, whichever processes serve it, since every request admitted was counted first; a batch
+taken and not spent (its process got fewer requests) only makes the others refuse earlier, by less than one batch
+per process. Should Redis not answer, requests are let through: the limits protect the service, and a write that
 needs the queue gets its own 503 anyway.
 """
 
@@ -30,12 +35,17 @@ log = logging.getLogger("understudy.api")
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 API_KEY_HEADER = b"x-api-key"
 
-# INCR each window counter, starting its window on the first hit; answer [count, ms left] per key.
-_COUNT = """
+BATCH_SHARE = 0.01
+MAX_BATCH = 50
+HELD_ENTRIES = 10_000
+
+# INCRBY each window counter by its batch (ARGV[1 + i]), starting its window on the first take; answer [count,
+# ms left] per key.
+_TAKE = """
 local out = {}
 for i, key in ipairs(KEYS) do
-  local n = redis.call('INCR', key)
-  if n == 1 then redis.call('PEXPIRE', key, ARGV[1]) end
+  local n = redis.call('INCRBY', key, ARGV[1 + i])
+  if n == tonumber(ARGV[1 + i]) then redis.call('PEXPIRE', key, ARGV[1]) end
   local left = redis.call('PTTL', key)
   if left < 0 then redis.call('PEXPIRE', key, ARGV[1]); left = tonumber(ARGV[1]) end
   out[#out + 1] = n
@@ -120,6 +130,11 @@ class BodySizeLimit:
         await self.app(scope, replay, send)
 
 
+def batch_of(limit: int) -> int:
+    """How many requests of a limit a process takes from Redis at a time."""
+    return max(1, min(MAX_BATCH, int(limit * BATCH_SHARE)))
+
+
 class RateLimit:
     """Count requests per API key and per client address in fixed windows; past a limit, 429 with Retry-After.
 
@@ -131,6 +146,9 @@ class RateLimit:
         # One asyncio client per event loop (a test's TestClient runs each app start in a loop of its own).
         self._clients: weakref.WeakKeyDictionary[AbstractEventLoop, dict[str, AsyncRedis]] = (
             weakref.WeakKeyDictionary())
+        # What this process holds of each window: (Redis URL, counter, limit, window ms) -> [requests left, when the
+        # window ends (time.monotonic())]. Other limits or another Redis are other windows.
+        self._held: dict[tuple[str, str, int, int], list[float]] = {}
         self._warned_at = 0.0
 
     def _redis(self, url: str) -> AsyncRedis:
@@ -169,22 +187,38 @@ class RateLimit:
         client = scope.get("client")
         if per_ip and client:
             limits.append((f"{KEY_PREFIX}rate:{kind}:ip:{client[0]}", per_ip, "this address"))
-        if not limits:
+        now = time.monotonic()
+        to_take: list[tuple[str, int, str]] = []
+        for counter, limit, who in limits:
+            held = self._held.get((settings.redis_url, counter, limit, window_ms))
+            if held is not None and held[0] >= 1 and held[1] > now:
+                held[0] -= 1  # spent here, counted in Redis when the batch was taken
+            else:
+                to_take.append((counter, limit, who))
+        if not to_take:
             return None
+        batches = [batch_of(limit) for _, limit, _ in to_take]
         try:
             counts: list[Any] = await self._redis(settings.redis_url).eval(
-                _COUNT, len(limits), *[key for key, _, _ in limits], window_ms)
+                _TAKE, len(to_take), *[key for key, _, _ in to_take], window_ms, *batches)
         except (RedisError, OSError) as exc:
             now = time.monotonic()
             if now - self._warned_at > 60:
                 self._warned_at = now
                 log.warning("rate limits not enforced: Redis unavailable (%s)", exc)
             return None
-        for index, (_, limit, who) in enumerate(limits):
+        if len(self._held) >= HELD_ENTRIES:
+            self._held.clear()  # many addresses or keys must not grow the process without bound
+        refusal = None
+        for index, ((counter, limit, who), batch) in enumerate(zip(to_take, batches, strict=True)):
             count, left_ms = int(counts[2 * index]), int(counts[2 * index + 1])
-            if count > limit:
+            # The part of the batch within the limit; the rest was counted and is never admitted.
+            granted = min(batch, limit - (count - batch))
+            # This request takes one; the window ends no later than Redis's (its clock started after `now`).
+            self._held[(settings.redis_url, counter, limit, window_ms)] = [granted - 1, now + left_ms / 1000]
+            if granted < 1 and refusal is None:
                 window = f"{settings.rate_limit_window_s:g}"
-                return TooManyRequests(
+                refusal = TooManyRequests(
                     f"too many {kind} from {who}: at most {limit} per {window} s; try again in "
                     f"{math.ceil(left_ms / 1000)} s", retry_after_s=math.ceil(left_ms / 1000))
-        return None
+        return refusal

@@ -17,6 +17,7 @@ from app.api.main import api_router
 from app.core.config import get_settings
 from app.core.db import db_engine, redis_for
 from app.auth import ApiKeyGate
+from app.finished import finished
 from app.limits import BodySizeLimit, RateLimit
 from ledger.dispatch import reconcile
 
@@ -48,6 +49,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     # (benchmarks/load/REPORT.md). Once per process: a later start (a test's) must not freeze its garbage too.
     if gc.get_freeze_count() == 0:
         gc.freeze()
+    # What a previous start remembered may name rows that are gone (a test's truncated tables).
+    finished.clear()
     interval = get_settings().reconcile_interval_s
     task = asyncio.create_task(reconcile_forever(interval)) if interval > 0 else None
     try:

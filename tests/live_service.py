@@ -225,6 +225,8 @@ def _serve(tag: str, url: str, extra_env: dict[str, str]) -> Iterator[LiveServic
             "UNDERSTUDY_RECONCILE_INTERVAL_S": "0",
             "UNDERSTUDY_HOST_NAME": f"live-{tag}",
             "UNDERSTUDY_JOB_TIMEOUT_S": "120",
+            # The tests empty the tables under the running API (LiveService.clean): it must not answer from memory.
+            "UNDERSTUDY_REMEMBER_FINISHED_S": "0",
             "PYTHONUNBUFFERED": "1",
             **extra_env,
         }

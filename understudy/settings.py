@@ -79,6 +79,8 @@ class Settings(BaseSettings):
     # Reads of /v1/... in the same windows, per key and per address.
     read_limit_per_key: int = Field(default=6000, ge=0, alias="UNDERSTUDY_READ_LIMIT_PER_KEY")
     read_limit_per_ip: int = Field(default=6000, ge=0, alias="UNDERSTUDY_READ_LIMIT_PER_IP")
+    # How long an API process answers a finished prediction it has served from memory (app/finished.py; 0: never).
+    remember_finished_s: float = Field(default=300.0, ge=0, alias="UNDERSTUDY_REMEMBER_FINISHED_S")
     # Admission control of uncached work (ledger/admission.py). Each key may queue this many estimated worker
     # seconds per window (0: no budget), and have this many jobs waiting at once; a queue holding max_queue_depth
     # jobs takes no more (503). Without a live worker on the chosen queue a request is refused (503) unless

@@ -33,8 +33,8 @@ mkdir -p "$OUT"
 export DATABASE_URL="postgresql://root@127.0.0.1:5432/$DB"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/9}
-# The load comes from one key and one address: keep the rate limiter in the path (its Redis call is part of every
-# request) but with limits the test cannot reach.
+# The load comes from one key and one address: keep the rate limiter in the path (at these limits each process takes
+# 50 requests per Redis call: app/limits.py) but with limits the test cannot reach.
 export UNDERSTUDY_RATE_LIMIT_PER_KEY=1000000000 UNDERSTUDY_RATE_LIMIT_PER_IP=1000000000
 export UNDERSTUDY_READ_LIMIT_PER_KEY=1000000000 UNDERSTUDY_READ_LIMIT_PER_IP=1000000000
 # seed.py queues its predictions before it runs a burst worker, so no worker is alive when they are posted.

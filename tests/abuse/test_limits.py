@@ -162,3 +162,50 @@ def test_without_redis_the_limits_let_writes_through_to_their_own_503(client, au
 
     assert {a.status_code for a in answers} == {503}  # the queue is down, not a rate limit
     assert "Redis" in answers[0].json()["detail"]
+
+
+# A process takes a limit's requests from Redis in batches (app.limits.batch_of) ------------------------------------
+
+
+def scope(token: bytes) -> dict[str, Any]:
+    return {"type": "http", "headers": [(b"x-api-key", token)], "client": ("10.0.0.1", 1234)}
+
+
+def test_one_redis_round_trip_serves_a_batch_of_requests(settings, redis):
+    from app.limits import RateLimit, batch_of
+
+    limited = settings.model_copy(update={"rate_limit_per_key": 100_000, "rate_limit_per_ip": 0})
+    limiter = RateLimit(app=None)  # type: ignore[arg-type]
+    batch = batch_of(100_000)
+
+    async def ask(times: int) -> list[Any]:
+        return [await limiter.check(scope(b"us_key"), limited) for _ in range(times)]
+
+    import asyncio
+
+    assert asyncio.run(ask(batch)) == [None] * batch
+    [counter] = redis.keys("understudy:rate:writes:key:*")
+    assert int(redis.get(counter)) == batch  # taken once, spent one by one
+    asyncio.run(ask(1))
+    assert int(redis.get(counter)) == 2 * batch
+
+
+def test_processes_taking_batches_never_admit_more_than_the_limit(settings, redis):
+    import asyncio
+
+    from app.limits import RateLimit, batch_of
+
+    limit = 500
+    limited = settings.model_copy(update={"rate_limit_per_key": limit, "rate_limit_per_ip": 0})
+    processes = [RateLimit(app=None), RateLimit(app=None), RateLimit(app=None)]  # type: ignore[arg-type]
+    assert batch_of(limit) > 1
+
+    async def ask() -> list[bool]:
+        # Turn by turn, and one process asking only now and then: its unspent batch is counted all the same.
+        asked = [processes[i % 2] if i % 50 else processes[2] for i in range(limit + 100)]
+        return [await process.check(scope(b"us_key"), limited) is None for process in asked]
+
+    admitted = asyncio.run(ask())
+
+    # Never more than the limit; fewer by less than one batch for each process holding part of one.
+    assert limit - len(processes) * batch_of(limit) < sum(admitted) <= limit

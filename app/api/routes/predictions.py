@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response, status
+from redis import Redis
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from app import crud
 from app.api.deps import ReadKeyDep, RedisDep, SessionDep, SettingsDep, WriteKeyDep
 from app.errors import NotFound
+from app.finished import finished
 from app.schemas import (COMMON_ERRORS, ErrorPublic, PredictionCreate, PredictionPublic, PredictionRequestPublic,
                          PredictionsPublic, prediction_public)
+from app.security import Caller
 from understudy.results import Status
+from understudy.settings import Settings
 
 router = APIRouter(prefix="/v1/predictions", tags=["predictions"])
 
@@ -29,30 +36,60 @@ router = APIRouter(prefix="/v1/predictions", tags=["predictions"])
         **COMMON_ERRORS,
     },
 )
-def create_predictions(body: PredictionCreate, response: Response, session: SessionDep, redis: RedisDep,
-                       settings: SettingsDep, caller: WriteKeyDep) -> PredictionRequestPublic:
+async def create_predictions(body: PredictionCreate, response: Response, session: SessionDep, redis: RedisDep,
+                             settings: SettingsDep, caller: WriteKeyDep) -> PredictionRequestPublic:
     """Predict a workload's step time on each target: 202 with one prediction per target to poll, or 200 at once
     when every result is in the cache. The same request twice (or at the same moment) runs once."""
+    # A repeated request whose results this process has served the caller before: from memory, on the event loop.
+    keys = crud.cache_keys_at_once(settings=settings, request=body)
+    hits = (finished.by_keys(keys, caller.key_id if caller is not None else None, settings.remember_finished_s)
+            if keys is not None else None)
+    if hits is not None:
+        response.status_code = status.HTTP_200_OK
+        data = [public.model_copy(update={"cached": True}) for public in hits]
+        return PredictionRequestPublic(request_id=uuid.uuid4().hex, cached=True, data=data, count=len(data))
+    return await run_in_threadpool(_create_predictions, body, response, session, redis, settings, caller)
+
+
+def _create_predictions(body: PredictionCreate, response: Response, session: Session, redis: Redis,
+                        settings: Settings, caller: Caller | None) -> PredictionRequestPublic:
     with session:  # returns the connection here, in the handler's thread (app/api/deps.py)
         created = crud.create_predictions(session=session, redis=redis, settings=settings, request=body,
                                           caller=caller)
     if created.all_final:
         response.status_code = status.HTTP_200_OK
-    data = [prediction_public(row, cached) for row, cached in zip(created.rows, created.cached, strict=True)]
+    data = []
+    for row, cached in zip(created.rows, created.cached, strict=True):
+        public = prediction_public(row)
+        # Every row is in the caller's history now (crud.record_owner).
+        finished.remember(public, row.cache_key, caller.key_id if caller is not None else None)
+        data.append(public.model_copy(update={"cached": True}) if cached else public)
     return PredictionRequestPublic(request_id=created.request_id, cached=created.all_cached, data=data,
                                    count=len(data))
 
 
 @router.get("/{prediction_id}", response_model=PredictionPublic,
             responses={404: {"model": ErrorPublic, "description": "no prediction has this id"}, **COMMON_ERRORS})
-def read_prediction(prediction_id: str, session: SessionDep, caller: ReadKeyDep) -> PredictionPublic:
+async def read_prediction(prediction_id: str, session: SessionDep, settings: SettingsDep,
+                          caller: ReadKeyDep) -> PredictionPublic:
     """One prediction: its status and, once done, its latency, the host setting it was measured under, and how.
     A key sees the predictions it asked for (an admin key every one)."""
+    owner = crud.visible_owner(caller)
+    # A finished row this process has shown this owner before: from memory, on the event loop.
+    public = finished.get(prediction_id, owner, settings.remember_finished_s)
+    if public is None:
+        public = await run_in_threadpool(_read_prediction, prediction_id, session, owner)
+    return public
+
+
+def _read_prediction(prediction_id: str, session: Session, owner: str | None) -> PredictionPublic:
     with session:  # returns the connection here, in the handler's thread (app/api/deps.py)
-        row = crud.get_prediction(session=session, prediction_id=prediction_id, owner=crud.visible_owner(caller))
+        row = crud.get_prediction(session=session, prediction_id=prediction_id, owner=owner)
     if row is None:
         raise NotFound(f"no prediction with id {prediction_id!r}")
-    return prediction_public(row)
+    public = prediction_public(row)
+    finished.remember(public, row.cache_key, owner)
+    return public
 
 
 @router.get("", response_model=PredictionsPublic, responses=COMMON_ERRORS)
