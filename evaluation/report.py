@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from evaluation.metrics import (
     WITHIN_THRESHOLDS,
@@ -215,6 +213,10 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 
 def _write_scatter(rows: Sequence[EvalRow], estimators: Sequence[str], path: Path) -> None:
+    # Here, not at the top: matplotlib takes half a second to import, and only the plot needs it.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     # A bare Figure on the Agg canvas: no pyplot state, no display, safe in worker threads.
     figure = Figure(figsize=(7, 7))
     FigureCanvasAgg(figure)

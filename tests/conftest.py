@@ -11,6 +11,8 @@ A test goes by its own entry in TIERS, else its file's, else its folder's.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import importlib.util
 from pathlib import Path
 
@@ -77,6 +79,13 @@ def pytest_configure(config: pytest.Config) -> None:
             config.pluginmanager.import_plugin("schemathesis.pytest.plugin")
     elif config.pluginmanager.has_plugin("hypothesispytest"):
         config.pluginmanager.unregister(name="hypothesispytest")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The heap is frozen at exit, once pytest is done (its own last collections included): the interpreter's final
+    collections then skip it. With torch, timm and dynamo loaded they took about a second at the end of every run
+    (of each xdist worker too), and freed nothing anyone would see."""
+    atexit.register(gc.freeze)
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

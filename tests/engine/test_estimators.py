@@ -4,6 +4,8 @@ counting it rests on, and the ratio estimators `flops` and `hostaware` on the ho
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -187,6 +189,44 @@ def test_mixed_precision_training_moves_more_bytes_than_pure_half_precision() ->
     amp = counts_for(Workload(model="resnet18", batch_size=1, precision="amp-fp16")).kinds["memory"].bytes
     half = counts_for(Workload(model="resnet18", batch_size=1, precision="fp16")).kinds["memory"].bytes
     assert amp > half
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "sgd-nesterov", "adamw"])
+def test_the_optimizer_traced_once_per_kind_of_weight_counts_as_the_whole_step(optimizer: str) -> None:
+    import torch
+
+    from engine.counting import _CountingMode, _optimizer_ops
+    from engine.workloads import make_optimizer
+
+    with torch.device("meta"):
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8), torch.nn.LayerNorm(8),
+                                    torch.nn.Linear(8, 4))
+    model[0].bias.requires_grad_(False)  # a frozen weight has no step
+    workload = Workload(model="resnet18", mode="train", optimizer=optimizer)  # type: ignore[arg-type]
+    weights = [torch.nn.Parameter(torch.empty_like(p)) for p in model.parameters() if p.requires_grad]
+    for weight in weights:
+        weight.grad = torch.empty_like(weight)
+    whole = make_optimizer(workload, weights)
+    assert whole is not None
+    whole.step()
+    mode = _CountingMode()
+    with mode:
+        whole.step()
+    assert _optimizer_ops(workload, model) == mode.ops
+
+
+def test_a_model_built_on_the_meta_device_has_the_shapes_strides_and_dtypes_of_one_built_on_the_cpu() -> None:
+    from engine.workloads import build_model
+
+    # Building on the meta device skips the writes that initialise the weights: they must change nothing else.
+    workload = Workload(model="mobilenetv3_small_050")
+    meta, cpu = build_model(workload, "meta"), build_model(workload, "cpu")
+
+    def layout(tensors: Iterator[tuple[str, Any]]) -> list[tuple[str, Any, Any, Any]]:
+        return [(name, t.shape, t.stride(), t.dtype) for name, t in tensors]
+
+    assert layout(meta.named_parameters()) == layout(cpu.named_parameters())
+    assert layout(meta.named_buffers()) == layout(cpu.named_buffers())
 
 
 # registry, flops, hostaware ---------------------------------------------------------------------------------------
