@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from redis import Redis
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import func, or_, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -355,11 +355,9 @@ def create_predictions(*, session: Session, redis: Redis, settings: Settings, re
     ours = insert_queued(session, fresh, job_id=job_id, now=now)
     # A failed result is not cached: asking again runs it again (once, however many ask at the same moment).
     retry = sorted(key for key in unique if key in before and before[key].status == Status.failed.value)
-    ours += requeue_failed(session, retry, job_id=job_id, request_id=request_id, now=now)
-    for key in retry:
-        if key in calibration_of:
-            session.execute(update(Prediction).where(Prediction.cache_key == key, Prediction.job_id == job_id)
-                            .values(details={"calibration_id": calibration_of[key].id}))
+    ours += requeue_failed(session, retry, job_id=job_id, request_id=request_id, now=now,
+                           details={key: {"calibration_id": calibration_of[key].id}
+                                    for key in retry if key in calibration_of})
     session.commit()
 
     rows = {row.cache_key: row for row in session.scalars(

@@ -15,6 +15,7 @@ caller owns the session and commits. `save_result` is the CLI's: one process, no
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -96,17 +97,23 @@ def insert_queued(session: Session, rows: list[Prediction], *, job_id: str, now:
 
 
 def requeue_failed(session: Session, cache_keys: list[str], *, job_id: str, request_id: str,
-                   now: datetime) -> list[str]:
-    """Queue again the rows of these keys that are still failed, cleared of their result; the ids queued."""
+                   now: datetime, details: Mapping[str, dict[str, Any]] | None = None) -> list[str]:
+    """Queue again the rows of these keys that are still failed, cleared of their result; the ids queued.
+    `details` (by cache key) is what a re-queued row's job must read from it (the calibration it uses)."""
     if not cache_keys:
         return []
-    return list(session.scalars(
+    queued = list(session.scalars(
         update(Prediction)
         .where(Prediction.cache_key.in_(cache_keys), Prediction.status == Status.failed.value)
         .values(status=Status.queued.value, job_id=job_id, request_id=request_id, attempts=0, queued_at=now,
                 **{name: None for name in RESULT_COLUMNS})
         .returning(Prediction.id)
     ).all())
+    for key, value in (details or {}).items():
+        # Only rows this call queued: another request's job may have taken a row first.
+        session.execute(update(Prediction).where(Prediction.cache_key == key, Prediction.job_id == job_id)
+                        .values(details=value))
+    return queued
 
 
 def _as_seen(row: Prediction) -> list[Any]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
 
 from .helpers import WORKLOAD, predict_body, queued_job_count, run_queued_jobs
@@ -15,7 +15,7 @@ from understudy.calibration import Correction, FitPoint, fit_correction
 from understudy.catalog import catalog
 from understudy.estimator_info import estimator_info
 from understudy.results import HostInfo
-from ledger.models import Calibration
+from ledger.models import Calibration, Prediction
 from understudy.workload import Workload
 
 POINTS = [{"workload": {**WORKLOAD, "batch_size": 16}, "measured_ms": 4.0},
@@ -110,6 +110,28 @@ def test_a_new_calibration_is_a_new_cache_entry_and_is_the_one_used(client, auth
     assert new["estimator_version"] != old["estimator_version"]
     scale = fitted_scale(newer)
     assert new["latency"]["min_ms"] == pytest.approx(analytic_ms(WORKLOAD) * scale)
+
+
+def test_a_failed_calibrated_prediction_asked_again_runs_again_with_its_calibration(client, auth, redis,
+                                                                                   db: Engine):
+    stored = calibrate(client, auth).json()
+    created = client.post("/v1/predictions", json=calibrated_body(), headers=auth)
+    redis.flushdb()
+    with Session(db) as session:
+        session.execute(update(Prediction).values(status="failed", error="the job's process died"))
+        session.commit()
+
+    again = client.post("/v1/predictions", json=calibrated_body(), headers=auth)
+    with Session(db) as session:
+        queued = session.get(Prediction, created.json()["data"][0]["id"])
+        assert queued is not None and queued.details == {"calibration_id": stored["id"]}
+    run_queued_jobs(redis)
+
+    assert again.status_code == 202
+    polled = client.get(f"/v1/predictions/{created.json()['data'][0]['id']}").json()
+    assert polled["status"] == "done", polled["error"]
+    assert polled["latency"]["min_ms"] == pytest.approx(analytic_ms(WORKLOAD) * fitted_scale(POINTS))
+    assert polled["details"]["calibration"] == stored["digest"]
 
 
 def test_the_worker_keeps_the_fit_with_the_calibration(client, auth, redis, db: Engine):
