@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from memory import next_larger
 from understudy.catalog import catalog
 from understudy.workload import Workload, workload_from_row
-from engine.workloads import build_model, make_inputs
+from engine.workloads import make_step
 from evaluation.evaluate import read_rows
 
 GIB = 1024**3
@@ -41,18 +41,17 @@ def peak(workload: Workload, cap_gib: float) -> dict[str, object]:
     torch.cuda.reset_peak_memory_stats()
     torch.cuda.set_per_process_memory_fraction(cap_gib * GIB / torch.cuda.get_device_properties(0).total_memory)
     fit = True
+    step = None
     try:
-        model = build_model(workload, "cuda")
-        x, _ = make_inputs(workload, "cuda")
-        with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):
-            for _ in range(3):
-                model(x)
+        step = make_step(workload, "cuda")  # the engine's inference step: no_grad, under autocast at AMP
+        for _ in range(3):
+            step.run()
         torch.cuda.synchronize()
     except torch.OutOfMemoryError:
         fit = False
     result = {"fit": fit, "allocated_gib": torch.cuda.max_memory_allocated() / GIB,
               "reserved_gib": torch.cuda.max_memory_reserved() / GIB}
-    model = x = None
+    step = None
     torch.cuda.empty_cache()
     return result
 
