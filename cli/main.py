@@ -38,6 +38,8 @@ def predict(
     mode: Annotated[str, typer.Option(help="train|infer")] = "train",
     optimizer: Annotated[str, typer.Option(help="none|sgd|sgd-nesterov|adamw")] = "sgd",
     memory_format: Annotated[str, typer.Option("--memory-format", help="nchw|nhwc")] = "nchw",
+    torch_major: Annotated[int, typer.Option("--torch-major", help="2, or 1 for a target on PyTorch 1.x (attention "
+                                             "unfused, optimizers stepping one weight at a time)")] = 2,
     estimator: Annotated[Optional[str], typer.Option(help="spec|flops|analytic|hostaware|calibrated")] = None,
     calibration: Annotated[Optional[Path], typer.Option(
         help='for --estimator calibrated: a JSON file {"<target>": {"points": [{"workload": {...}, '
@@ -65,7 +67,8 @@ def predict(
         settings = settings.model_copy(update={"sm_mechanism": sm_mechanism})
     try:
         workload = Workload(model=model, mode=mode, batch_size=batch_size, resolution=resolution,
-                            precision=precision, optimizer=optimizer, memory_format=memory_format)
+                            precision=precision, optimizer=optimizer, memory_format=memory_format,
+                            torch_major=torch_major)
         specs = [resolve_target(name.strip()) for name in targets.split(",") if name.strip()]
         if not specs:
             _fail("no targets: name at least one, e.g. --targets rtx3060,t4 (`understudy targets` lists them)")

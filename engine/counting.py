@@ -23,6 +23,7 @@ fp32 gradients.
 from __future__ import annotations
 
 import itertools
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -372,19 +373,45 @@ def _optimizer_ops(workload: Workload, model: torch.nn.Module) -> list[tuple[str
     Off CUDA, torch's optimizers step one weight at a time (their single-tensor implementations), each weight's ops
     depending only on its shape, strides and dtype. So the step is traced once per kind of weight and its ops repeated,
     in the weights' order, for every weight of that kind: the same ops as a trace of the whole step, in a third of
-    the time for a ResNet-50 (its meta kernels run in Python, op by op)."""
+    the time for a ResNet-50 (its meta kernels run in Python, op by op). That is how PyTorch 1.x stepped on CUDA too;
+    2.x steps every weight at once (_foreach_grouped)."""
     if workload.mode != "train" or workload.optimizer == "none":
         return []
     by_kind: dict[tuple[Any, ...], list[tuple[str, float, float]]] = {}
-    ops: list[tuple[str, float, float]] = []
+    per_weight: list[list[tuple[str, float, float]]] = []
+    elements = 0
     for weight in model.parameters():
         if not weight.requires_grad:
             continue
         kind = (weight.shape, weight.stride(), weight.dtype)
         if kind not in by_kind:
             by_kind[kind] = _one_weight_step(workload, weight)
-        ops.extend(by_kind[kind])
-    return ops
+        per_weight.append(by_kind[kind])
+        elements += weight.numel()
+    if workload.torch_major >= 2 and len({len(ops) for ops in per_weight}) == 1:
+        return _foreach_grouped(per_weight, elements)
+    return [op for ops in per_weight for op in ops]
+
+
+# torch's multi_tensor_apply (ATen/native/cuda/MultiTensorApply.cuh): one launch takes at most 48 tensors of each
+# list for a three-list update (weight, gradient, momentum buffer) and at most 320 blocks of 65,536 elements.
+_FOREACH_TENSORS = 48
+_FOREACH_ELEMENTS = 320 * 65536
+
+
+def _foreach_grouped(per_weight: list[list[tuple[str, float, float]]],
+                     elements: int) -> list[tuple[str, float, float]]:
+    """The optimizer step as PyTorch 2.x runs it on CUDA (foreach, its default): each of the per-weight update's
+    ops becomes one multi-tensor kernel over all weights, launched as often as its tensors and elements need. The
+    bytes and FLOPs are the per-weight ones; only the number of kernels (each paying a launch) falls."""
+    launches = max(math.ceil(len(per_weight) / _FOREACH_TENSORS), math.ceil(elements / _FOREACH_ELEMENTS))
+    grouped: list[tuple[str, float, float]] = []
+    for position in range(len(per_weight[0])):
+        kind = per_weight[0][position][0]
+        flops = sum(ops[position][1] for ops in per_weight)
+        moved = sum(ops[position][2] for ops in per_weight)
+        grouped.extend([(kind, flops / launches, moved / launches)] * launches)
+    return grouped
 
 
 def _one_weight_step(workload: Workload, weight: torch.Tensor) -> list[tuple[str, float, float]]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,11 +52,25 @@ class _NoMetaInit(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+@contextmanager
+def _attention(fused: bool) -> Iterator[None]:
+    """timm's attention layers as the workload's PyTorch runs them: each layer reads timm's global switch when it is
+    built, so the switch is set around model creation and put back after."""
+    from timm.layers import set_fused_attn, use_fused_attn
+
+    before = use_fused_attn()
+    set_fused_attn(fused)
+    try:
+        yield
+    finally:
+        set_fused_attn(before)
+
+
 def build_model(workload: Workload, device: torch.device | str, dtype: torch.dtype | None = None) -> torch.nn.Module:
     import timm
 
     meta = torch.device(device).type == "meta"
-    with torch.device(device), _NoMetaInit() if meta else nullcontext():
+    with torch.device(device), _NoMetaInit() if meta else nullcontext(), _attention(workload.torch_major >= 2):
         model = timm.create_model(
             workload.model, pretrained=False, num_classes=workload.num_classes, in_chans=workload.in_chans
         )

@@ -64,6 +64,13 @@ class Workload(BaseModel):
     lr: float | None = Field(default=None, gt=0, le=100)
     momentum: float | None = Field(default=None, ge=0, lt=1)
     weight_decay: float | None = Field(default=None, ge=0, le=10)
+    # The target's PyTorch generation, where it changes the kernels a step runs. 1.x had no
+    # scaled_dot_product_attention (timm's attention runs as two matmuls and a softmax over a materialised score
+    # matrix) and its optimizers stepped one weight at a time (2.x's default on CUDA steps them all with a few
+    # multi-tensor kernels per update).
+    torch_major: int = Field(default=2, ge=1, le=2, strict=True,
+                             description="1 when the target runs PyTorch 1.x (no fused attention, "
+                             "optimizers step one weight at a time)")
 
     @field_validator("model")
     @classmethod
@@ -104,6 +111,9 @@ class Workload(BaseModel):
         """The workload as a plain dict with every default spelled out and nothing optional left as None."""
         data = self.model_dump(mode="json")
         data["resolution"] = list(self.resolution)
+        if self.torch_major == 2:
+            # Left out at its default, so a workload keeps the digest it had before the field existed.
+            del data["torch_major"]
         return {key: value for key, value in data.items() if value is not None}
 
     def digest(self) -> str:
@@ -131,4 +141,17 @@ def workload_from_row(row: dict[str, str]) -> Workload:
         precision=row["precision"],
         memory_format=row.get("memory_format") or "nchw",
         optimizer=row.get("optimizer") or "none",
+        torch_major=1 if _before_torch_2(row.get("software") or "") else 2,
     )
+
+
+def _before_torch_2(software: str) -> bool:
+    """Whether a ground-truth row's software column ("torch 1.12 cu113", "NGC PyTorch 22.09/22.10") names PyTorch
+    1.x. NGC containers before 23.05 carry PyTorch 1.x."""
+    words = software.lower().split()
+    if "torch" in words and words.index("torch") + 1 < len(words):
+        return words[words.index("torch") + 1].startswith("1.")
+    if "ngc" in words and "pytorch" in words and words.index("pytorch") + 1 < len(words):
+        release = words[words.index("pytorch") + 1].split("/")[0]
+        return release < "23.05"
+    return False

@@ -69,6 +69,13 @@ def test_predict_json_describes_the_workload_in_canonical_form(database_url: str
     assert out["predictions"][0]["workload_digest"] == Workload(model="resnet18", mode="infer", batch_size=8).digest()
 
 
+def test_a_pytorch_1_target_is_predicted_slower_for_a_vit_whose_attention_it_runs_unfused(database_url: str) -> None:
+    today, legacy = (predict_json(database_url, "vit_small_patch16_224", "rtx-3090", "--mode", "infer",
+                                  "--torch-major", major) for major in ("2", "1"))
+    assert legacy["workload"]["torch_major"] == 1 and "torch_major" not in today["workload"]
+    assert legacy["predictions"][0]["latency_ms"] > today["predictions"][0]["latency_ms"]
+
+
 def test_repeat_predict_is_served_from_the_sqlite_cache(database_url: str) -> None:
     first = predict_json(database_url, "test_vit", "rtx-3060,rtx-4090")
     again = predict_json(database_url, "test_vit", "rtx-3060,rtx-4090")

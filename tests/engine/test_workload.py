@@ -7,7 +7,8 @@ import pytest
 from pydantic import ValidationError
 
 from understudy.errors import InvalidWorkload
-from understudy.workload import OPTIMIZER_DEFAULTS, Workload, check_model_name, sha256_of, timm_model_names
+from understudy.workload import (OPTIMIZER_DEFAULTS, Workload, check_model_name, sha256_of, timm_model_names,
+                                 workload_from_row)
 
 
 def test_unknown_model_lists_close_matches() -> None:
@@ -133,16 +134,35 @@ def test_a_different_hyperparameter_is_a_different_workload() -> None:
 @pytest.mark.parametrize(
     "change",
     [{"batch_size": 64}, {"resolution": 256}, {"precision": "fp32"}, {"mode": "infer"}, {"memory_format": "nhwc"},
-     {"model": "resnet18d"}, {"in_chans": 1}, {"num_classes": 10}, {"optimizer": "adamw"}],
+     {"model": "resnet18d"}, {"in_chans": 1}, {"num_classes": 10}, {"optimizer": "adamw"},
+     {"torch_major": 1}],
 )
 def test_every_field_that_changes_the_step_changes_the_digest(change: dict[str, object]) -> None:
     changed = Workload.model_validate({"model": "resnet18", **change})
     assert changed.digest() != Workload(model="resnet18").digest()
 
 
+def test_torch_major_at_its_default_is_left_out_of_the_canonical_form() -> None:
+    # So every workload keeps the digest (and cached predictions) it had before the field existed.
+    assert "torch_major" not in Workload(model="vit_tiny_patch16_224").canonical()
+    assert Workload(model="vit_tiny_patch16_224", torch_major=1).canonical()["torch_major"] == 1
+
+
+@pytest.mark.parametrize(
+    ("software", "major"),
+    [("torch 1.12 cu113", 1), ("torch 2.4.0 cu124", 2), ("NGC PyTorch 22.09/22.10", 1), ("NGC PyTorch 24.01", 2),
+     ("", 2)],
+)
+def test_a_ground_truth_rows_pytorch_generation_comes_from_its_software_column(software: str, major: int) -> None:
+    row = {"model": "vit_tiny_patch16_224", "mode": "train", "batch_size": "8", "resolution": "224",
+           "precision": "amp-fp16", "memory_format": "nchw", "optimizer": "sgd", "software": software}
+    assert workload_from_row(row).torch_major == major
+
+
 def test_canonical_form_round_trips_to_the_same_workload() -> None:
     for workload in (Workload(model="test_vit", mode="infer", resolution=[160, 128]),
-                     Workload(model="resnet18", optimizer="sgd-nesterov", batch_size=8)):
+                     Workload(model="resnet18", optimizer="sgd-nesterov", batch_size=8),
+                     Workload(model="vit_tiny_patch16_224", torch_major=1)):
         again = Workload.model_validate(workload.canonical())
         assert again == workload
         assert again.digest() == workload.digest()
