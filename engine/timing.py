@@ -25,8 +25,9 @@ PROFILED_STEPS = 2
 
 _TENSOR_KERNELS = ("nvjet", "xmma", "tensorop", "hmma", "flash", "fmha", "wgmma", "gemm", "cutlass", "sm90_",
                    "sm80_", "sm86_", "sm89_", "ampere_", "volta_", "turing_", "attention")
-# "gemm_f32f32" is cuBLAS's plain-FP32 GEMM on Hopper (sm90_xmma_gemm_f32f32_...): FFMA on the plain lanes,
-# despite "xmma" in its name; its TF32 twin is named "..._tf32f32_...".
+# "gemm_f32f32" is cuBLAS's plain-FP32 GEMM on Hopper (sm90_xmma_gemm_f32f32_f32f32_...): FFMA on the plain lanes,
+# despite "xmma" in its name. Its TF32 twins name "tf32" (sm90_xmma_gemm_f32f32_tf32f32_..., cuDNN's fp32
+# convolutions ..._implicit_gemm_f32f32_tf32f32_...): tensor cores, whatever else the name holds.
 _SIMT_KERNELS = ("depthwise", "sgemm", "convolve", "conv2d_c1_k1", "dgrad2d_c1", "wgrad2d_c1", "implicit_convolve",
                  "gemm_f32f32")
 
@@ -35,6 +36,8 @@ def kernel_class(name: str) -> str:
     """What limits a kernel, judged by its name: 'tensor' (tensor-core math), 'simt' (convolution on the plain
     lanes) or 'other' (normalisation, activations, copies, layout transforms, reductions, optimizer...)."""
     lowered = name.lower()
+    if "tf32" in lowered:
+        return "tensor"
     if any(marker in lowered for marker in _SIMT_KERNELS):
         return "simt"
     if any(marker in lowered for marker in _TENSOR_KERNELS):

@@ -13,6 +13,8 @@ from engine.timing import kernel_class
         ("nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NTN", "tensor"),
         ("sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize128x128x64", "tensor"),
         ("sm90_xmma_gemm_tf32f32_tf32f32_f32_tn_n_tilesize128x128x32", "tensor"),
+        ("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32_warpgroupsize1x1x1_execute", "tensor"),
+        ("sm90_xmma_wgrad_indexed_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x32", "tensor"),
         ("pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4>>", "tensor"),
         ("sm90_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_warpgroupsize1x1x1_execute_segment_k_off", "simt"),
         ("ampere_sgemm_128x64_nn", "simt"),
