@@ -15,7 +15,9 @@ ratios to the same harness's RTX 3090 row at the same precision, which cancels t
 The objective is the mean |log(predicted / measured)| (scale-free), minimised by Nelder-Mead from the shipped
 constants; `--fix NAME=VALUE` holds one (names as printed). `--choose-on TARGET` instead chooses on one target's rows
 and reports every file. Every row's ops are priced at once in numpy, so a fit over a few thousand rows takes seconds.
-`hostaware` replays host measurements from a measurement log recorded by `understudy evaluate` on the GPU host.
+`hostaware` replays host measurements from a measurement log recorded by `understudy evaluate` on the GPU host. Its
+rates are analytic's, so it holds analytic's constants of the same fold (`--analytic-logo`, an analytic `--logo`
+report) and chooses only its blend weight.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import minimize
+from scipy.optimize import minimize, minimize_scalar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -41,22 +43,18 @@ from count_cache import load_counts
 from engine.counting import KINDS, WorkloadCounts
 from engine.estimators.analytic import EFFICIENCY
 from engine.estimators.base import host_spec
-from engine.estimators.hostaware import CLASSES, CONSTANTS, HostAwareConstants, HostScaling
+from engine.estimators.hostaware import CLASSES, CONSTANTS, HostAwareConstants
 from engine.estimators.roofline import CLASS_OF_KIND, MEMORY_KINDS, Efficiency, L2Reuse
 from evaluation.evaluate import read_rows
 from engine.measurement_log import MeasurementLog
 
 ROOFLINE = ("tensor", "simt", "memory", "launch_us", "matmul32", "layout", "strided", "bytes_per_sm_cycle",
-            "tensor_flop_per_sm_cycle", "training_overhead")
-HOSTAWARE = (*ROOFLINE, "host_tensor", "host_simt", "bandwidth_efficiency", "host_bytes_per_sm_cycle", "l2_fraction",
-             "l2_usable")
-# hostaware holds e and c (the issue limit binds on none of the catalog's GPUs) and the L2 reuse (set, not fitted).
-# Its roofline half leaves out analytic's two caps and training overhead: its rows hold no GPU on which they bind
-# (the H200's own rows are analytic's), so they cannot be chosen leave-one-GPU-out; held at analytic's values they
-# moved the RTX 4090 from 10 % to 18 % (benchmarks/accuracy/README.md).
-HOSTAWARE_HELD = {"bandwidth_efficiency": 1.012, "host_bytes_per_sm_cycle": 144.1, "l2_fraction": 1.0,
-                  "l2_usable": 0.5, "bytes_per_sm_cycle": 0.0, "tensor_flop_per_sm_cycle": 0.0,
-                  "training_overhead": 1.0, "launch_us": 5.0}
+            "tensor_flop_per_sm_cycle", "training_overhead", "l2_reuse")
+HOSTAWARE = (*ROOFLINE, "roofline_weight", "l2_fraction", "l2_usable")
+# hostaware holds analytic's constants (given per fold by --analytic-logo) and the L2 reuse (set, not fitted).
+HOSTAWARE_HELD = {"l2_fraction": 1.0, "l2_usable": 0.5}
+# Which analytic constants each fold of a hostaware --logo fit holds.
+ANALYTIC_FOLD = {"on_3090": "chosen_on_rtx3090", "on_4090": "chosen_on_rtx4090", "on_all": "chosen_on_all"}
 # Kinds as codes in engine.counting's order, and what the roofline says of each: its class and whether it is priced
 # by bytes alone (engine.estimators.roofline).
 KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
@@ -102,6 +100,8 @@ def host_rows(paths: list[Path]) -> list[dict[str, str]]:
                     or measurement["status"] != "done" or not measurement.get("min_ms")):
                 continue
             w = record["workload"]
+            if w.get("torch_major", 2) != 2:
+                continue  # measured for a PyTorch 1.x target's workload: not the host's own (PyTorch 2) step
             rows[record["key"]] = {
                 "target": name, "model": w["model"], "mode": w["mode"], "precision": w["precision"],
                 "batch_size": str(w["batch_size"]), "resolution": str(w["resolution"][0]),
@@ -168,22 +168,11 @@ class Priced:
         self.l2 = per_op([s.target.l2_cache_mb * 1e6 for s in samples])
         self.measured = np.array([s.measured_ms for s in samples])
         self.training = np.array([s.workload.mode == "train" for s in samples])
-        if samples and samples[0].measurement is not None:
-            self._host_arrays(samples, precision)
-
-    def _host_arrays(self, samples: list[Sample], precision: list[str]) -> None:
-        host = samples[0].host
-        assert host is not None
-        self.host = host
-        self.host_ms = np.array([float(s.measurement.min_ms or 0) for s in samples])  # type: ignore[union-attr]
-        shares = np.array([[s.measurement.kernel_ms.get(c, 0.0) for c in CLASSES] for s in samples])  # type: ignore[union-attr]
+        self.host_ms = np.array([float(s.measurement.min_ms or 0) if s.measurement else 0.0 for s in samples])
+        shares = np.array([[s.measurement.kernel_ms.get(c, 0.0) if s.measurement else 0.0 for c in CLASSES]
+                           for s in samples]).reshape(len(samples), 3)
         self.host_share = shares / np.maximum(shares.sum(axis=1, keepdims=True), 1e-12)
-        # Per sample: the host's and the target's peak tensor rate and SMs x clock, for the feed-limited ratio.
-        self.tensor_peaks = np.array([[host.sustained_tensor_tflops(p), s.target.sustained_tensor_tflops(p)]
-                                      for s, p in zip(samples, precision, strict=True)]) * 1e12
-        self.issues = np.array([[host.sm_count * host.sustained_clock(), s.target.sm_count * s.target.sustained_clock()]
-                                for s in samples]) * 1e6
-        self.fp32_ratio = np.array([host.sustained_fp32_tflops() / s.target.sustained_fp32_tflops() for s in samples])
+        self._on_host: Priced | None = None
 
     def _dram(self, moved: np.ndarray, l2: np.ndarray | float, reuse: L2Reuse) -> np.ndarray:
         capacity = reuse.usable * l2
@@ -203,6 +192,7 @@ class Priced:
                         "depthwise": self.fp32_rate * eff.simt}
         rate = np.choose(self.kind, [rate_of_kind.get(kind, bytes_only) for kind in KINDS])
         moved = self.moved * self._bytes_weight(eff)
+        reuse = reuse or eff.reuse()
         if reuse is not None:
             moved = self._dram(moved, self.l2, reuse)
         bandwidth = self.bandwidth * eff.memory
@@ -212,73 +202,61 @@ class Priced:
         cells = np.bincount(self.index * 3 + CLASS_CODE[self.kind], seconds * self.number * 1e3, minlength=self.n * 3)
         return cells.reshape(self.n, 3) * np.where(self.training, eff.training_overhead, 1.0)[:, None]
 
-    def hostaware(self, constants: HostAwareConstants) -> tuple[np.ndarray, np.ndarray]:
+    def on_host(self) -> Priced:
+        """The same ops priced on the host GPU (hostaware's class ratios)."""
+        if self._on_host is None:
+            host = self.samples[0].host
+            assert host is not None
+            self._on_host = Priced([Sample(s.row, s.workload, host, s.counts) for s in self.samples])
+        return self._on_host
+
+    def hostaware(self, constants: HostAwareConstants, eff: Efficiency) -> tuple[np.ndarray, np.ndarray]:
         """(predicted ms, each class's share of it) per sample, as engine.estimators.hostaware.blend_factor
         computes."""
-        scaling, reuse = constants.scaling, constants.reuse
-        memory = np.isin(self.kind, MEMORY_CODES)
-        moved = (self.moved * self._bytes_weight(constants.roofline))[memory]
-        number = self.number[memory]
-        index = self.index[memory]
-        target_dram = np.bincount(index, self._dram(moved, self.l2[memory], reuse) * number, minlength=self.n)
-        host_dram = np.bincount(index, self._dram(moved, self.host.l2_cache_mb * 1e6, reuse) * number,
-                                minlength=self.n)
-
-        def achieved(bandwidth: np.ndarray | float, sms: np.ndarray | float, clock: np.ndarray | float) -> np.ndarray:
-            return np.minimum(scaling.bandwidth_efficiency * bandwidth, scaling.bytes_per_sm_cycle * sms * clock / 1e3)
-
-        targets = [s.target for s in self.samples]
-        target_bw = achieved(np.array([t.memory_bandwidth_gbps for t in targets]),
-                             np.array([t.sm_count for t in targets]), np.array([t.sustained_clock() for t in targets]))
-        host_bw = achieved(self.host.memory_bandwidth_gbps, self.host.sm_count, self.host.sustained_clock())
-        other = host_bw / target_bw * np.where(host_dram > 0, target_dram / np.maximum(host_dram, 1e-12), 1.0)
-        eff = constants.roofline
-        rates = self.tensor_peaks * eff.tensor
-        if eff.tensor_flop_per_sm_cycle > 0:
-            rates = np.minimum(rates, self.issues * eff.tensor_flop_per_sm_cycle)
-        tensor_ratio = rates[:, 0] / rates[:, 1]
-        ratios = np.stack([scaling.tensor * tensor_ratio, scaling.simt * self.fp32_ratio, other], axis=1)
+        on_target = self.roofline(eff, constants.reuse)
+        on_host = self.on_host().roofline(eff, constants.reuse)
+        whole = on_target.sum(axis=1) / np.maximum(on_host.sum(axis=1), 1e-12)
+        ratios = np.where(on_host > 0, on_target / np.maximum(on_host, 1e-12), whole[:, None])
         scaled = self.host_ms[:, None] * self.host_share * ratios
-        roofline = self.roofline(constants.roofline, reuse)
-        shares = 0.5 * scaled / scaled.sum(axis=1, keepdims=True) + 0.5 * roofline / roofline.sum(axis=1, keepdims=True)
-        return np.sqrt(scaled.sum(axis=1) * roofline.sum(axis=1)), shares
+        roofline = on_target.sum(axis=1)
+        w = constants.roofline_weight
+        shares = (1 - w) * scaled / scaled.sum(axis=1, keepdims=True) + w * on_target / roofline[:, None]
+        return scaled.sum(axis=1) ** (1 - w) * roofline ** w, shares
 
 
-def constants_of(kind: str, values: dict[str, float]) -> Efficiency | HostAwareConstants:
+def constants_of(kind: str, values: dict[str, float]) -> tuple[Efficiency, HostAwareConstants | None]:
     roofline = Efficiency(**{name: values[name] for name in ROOFLINE})
     if kind == "analytic":
-        return roofline
-    return HostAwareConstants(
-        scaling=HostScaling(tensor=values["host_tensor"], simt=values["host_simt"],
-                            bandwidth_efficiency=values["bandwidth_efficiency"],
-                            bytes_per_sm_cycle=values["host_bytes_per_sm_cycle"]),
-        roofline=roofline, reuse=L2Reuse(fraction=values["l2_fraction"], usable=values["l2_usable"]))
+        return roofline, None
+    return roofline, HostAwareConstants(roofline_weight=values["roofline_weight"],
+                                        reuse=L2Reuse(fraction=values["l2_fraction"], usable=values["l2_usable"]))
 
 
 def shipped(kind: str) -> dict[str, float]:
-    eff = EFFICIENCY if kind == "analytic" else CONSTANTS.roofline
-    values = {name: float(getattr(eff, name)) for name in ROOFLINE}
+    values = {name: float(getattr(EFFICIENCY, name)) for name in ROOFLINE}
     if kind == "hostaware":
-        s, r = CONSTANTS.scaling, CONSTANTS.reuse
-        values.update(host_tensor=s.tensor, host_simt=s.simt, bandwidth_efficiency=s.bandwidth_efficiency,
-                      host_bytes_per_sm_cycle=s.bytes_per_sm_cycle, l2_fraction=r.fraction, l2_usable=r.usable)
+        values.update(roofline_weight=CONSTANTS.roofline_weight, l2_fraction=CONSTANTS.reuse.fraction,
+                      l2_usable=CONSTANTS.reuse.usable)
     return values
 
 
 def predict_with_shares(kind: str, priced: Priced, values: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
     """Predicted ms per sample, and each kernel class's share of it (what the calibration fits scales to)."""
-    constants = constants_of(kind, values)
-    if kind == "analytic":
-        assert isinstance(constants, Efficiency)
-        by_class = priced.roofline(constants, None)
+    eff, constants = constants_of(kind, values)
+    if constants is None:
+        by_class = priced.roofline(eff, None)
         total = by_class.sum(axis=1)
         return total, by_class / total[:, None]
-    assert isinstance(constants, HostAwareConstants)
-    return priced.hostaware(constants)
+    return priced.hostaware(constants, eff)
 
 
 def predict(kind: str, priced: Priced, values: dict[str, float]) -> np.ndarray:
     return predict_with_shares(kind, priced, values)[0]
+
+
+def hostaware_held() -> dict[str, float]:
+    """What a hostaware fit holds unless told otherwise: the shipped analytic constants and the L2 reuse."""
+    return {**{name: float(getattr(EFFICIENCY, name)) for name in ROOFLINE}, **HOSTAWARE_HELD}
 
 
 def fit(kind: str, samples: list[Sample], fixed: dict[str, float]) -> dict[str, float]:
@@ -296,6 +274,10 @@ def fit(kind: str, samples: list[Sample], fixed: dict[str, float]) -> dict[str, 
         predicted = predict(kind, priced, values_of(x))
         return float(np.mean(np.abs(np.log(np.maximum(predicted, 1e-9)) - log_measured)))
 
+    if free == ["roofline_weight"]:
+        # hostaware's one free constant, a weight in [0, 1]
+        return values_of(np.array([minimize_scalar(lambda w: objective(np.array([w])), bounds=(0.0, 1.0),
+                                                   method="bounded", options={"xatol": 1e-4}).x]))
     result = minimize(objective, np.array([start[name] for name in free]), method="Nelder-Mead",
                       options={"maxiter": 3000, "xatol": 1e-4, "fatol": 1e-7})
     return values_of(result.x)
@@ -335,13 +317,22 @@ def score(kind: str, samples: list[Sample], values: dict[str, float]) -> dict[st
     return out
 
 
-def logo(kind: str, samples: list[Sample], fixed: dict[str, float]) -> dict:
+def logo(kind: str, samples: list[Sample], fixed: dict[str, float],
+         analytic_folds: dict[str, dict[str, float]] | None = None) -> dict:
+    """The leave-one-GPU-out report. hostaware holds, in each fold, analytic's constants of that fold
+    (`analytic_folds`: an analytic --logo report's "constants")."""
     host = [s for s in samples if s.host_row]
     timm = [s for s in samples if not s.lambda_row and not s.host_row]
     lam = [s for s in samples if s.lambda_row]
-    on_3090 = fit(kind, [s for s in timm if s.row["target"] == REFERENCE] + host, fixed)
-    on_4090 = fit(kind, [s for s in timm if s.row["target"] == "GeForce RTX 4090"] + host, fixed)
-    on_all = fit(kind, timm + host, fixed)
+
+    def held(fold: str) -> dict[str, float]:
+        if kind == "analytic":
+            return fixed
+        return {**hostaware_held(), **(analytic_folds or {}).get(ANALYTIC_FOLD[fold], {}), **fixed}
+
+    on_3090 = fit(kind, [s for s in timm if s.row["target"] == REFERENCE] + host, held("on_3090"))
+    on_4090 = fit(kind, [s for s in timm if s.row["target"] == "GeForce RTX 4090"] + host, held("on_4090"))
+    on_all = fit(kind, timm + host, held("on_all"))
     pair = [s for s in lam if s.row["target"] in (REFERENCE, "GeForce RTX 4090")]
     table = {}
     table.update({k: v for k, v in score(kind, [s for s in timm if s.row["target"] == REFERENCE], on_4090).items()})
@@ -374,19 +365,21 @@ def main() -> None:
     parser.add_argument("--cached-only", action="store_true", help="leave out workloads the counts cache lacks")
     parser.add_argument("--json", type=Path, help="also write the result here")
     parser.add_argument("--fix", action="append", default=[], metavar="NAME=VALUE", help="hold a constant")
-    parser.add_argument("--free", action="append", default=[], metavar="NAME",
-                        help="choose a constant hostaware holds by default (HOSTAWARE_HELD)")
+    parser.add_argument("--analytic-logo", type=Path,
+                        help="an analytic --logo report: the analytic constants each hostaware fold holds "
+                        "(default: the shipped ones)")
     args = parser.parse_args()
     if args.estimator == "hostaware" and args.log is None:
         parser.error("hostaware replays host measurements: give --log")
     fixed = {name: float(value) for name, value in (item.split("=") for item in args.fix)}
-    if args.estimator == "hostaware":
-        fixed = {**{k: v for k, v in HOSTAWARE_HELD.items() if k not in args.free}, **fixed}
     samples = load_samples(args.files, args.log, args.counts_cache, args.max_measured_ms, args.host_rows,
                            args.cached_only)
     if args.logo:
-        report = logo(args.estimator, samples, fixed)
+        folds = json.loads(args.analytic_logo.read_text())["constants"] if args.analytic_logo else None
+        report = logo(args.estimator, samples, fixed, folds)
     else:
+        if args.estimator == "hostaware":
+            fixed = {**hostaware_held(), **fixed}
         if not args.choose_on:
             parser.error("give --logo or --choose-on TARGET")
         chosen = [s for s in samples if s.row["target"] == args.choose_on and not s.lambda_row]

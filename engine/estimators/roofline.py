@@ -10,8 +10,8 @@ unit has its own efficiency: an fp32 GEMM keeps the plain lanes busy (cuBLAS's S
 a depthwise convolution barely does (it is memory-bound in all but name).
 
 A kernel's bytes need not all come from DRAM: a tensor its producer has just written is still in L2 when it fits.
-`L2Reuse` (optional) says how much of a kernel's traffic L2 can serve; it is what separates an RTX 4090 (72 MB of
-L2) from an RTX 3090 (6 MB) at nearly equal DRAM bandwidth.
+`L2Reuse` says how much of a kernel's traffic L2 can serve (Efficiency.l2_reuse, or one given to roofline_ms); it is
+what separates an RTX 4090 (72 MB of L2) from an RTX 3090 (6 MB) at nearly equal DRAM bandwidth.
 """
 
 from __future__ import annotations
@@ -51,6 +51,12 @@ class Efficiency:
     # normalisation backward reach less of the units than forward kernels do. Seen on the H200's own training steps
     # and on the RTX 3090's alike; a multiplier on a training step's time.
     training_overhead: float = 1.0
+    # Share of a memory-bound kernel's traffic L2 serves when its tensors fit in half the L2 (L2Reuse); 0: none.
+    l2_reuse: float = 0.0
+
+    def reuse(self) -> L2Reuse | None:
+        """The L2 reuse l2_reuse describes, if any."""
+        return L2Reuse(fraction=min(1.0, self.l2_reuse), usable=0.5) if self.l2_reuse > 0 else None
 
     def bytes_weight(self, kind: str) -> float:
         """What a kernel of `kind` costs per counted byte, relative to a dense memory-bound kernel."""
@@ -96,7 +102,7 @@ def dram_bytes(moved: np.ndarray, gpu: TargetSpec, reuse: L2Reuse | None) -> np.
 
 def roofline_ms(counts: WorkloadCounts, gpu: TargetSpec, precision: str, eff: Efficiency,
                 reuse: L2Reuse | None = None, training: bool = False) -> dict[str, float]:
-    """Milliseconds per class for one step on `gpu`."""
+    """Milliseconds per class for one step on `gpu`; `reuse`, when given, replaces the efficiency's own L2 reuse."""
     rate_of_kind = {
         "tensor": eff.tensor_tflops(gpu, precision) * 1e12,
         "matmul32": gpu.sustained_fp32_tflops() * 1e12 * eff.matmul32,
@@ -109,7 +115,8 @@ def roofline_ms(counts: WorkloadCounts, gpu: TargetSpec, precision: str, eff: Ef
     kinds = [kind for kind, _, _ in counts.ops]
     flops = np.array([flops for _, flops, _ in counts.ops], dtype=float)
     weights = np.array([eff.bytes_weight(kind) for kind in kinds])
-    moved = dram_bytes(np.array([moved for _, _, moved in counts.ops], dtype=float) * weights, gpu, reuse)
+    moved = dram_bytes(np.array([moved for _, _, moved in counts.ops], dtype=float) * weights, gpu,
+                       reuse or eff.reuse())
     rates = np.array([rate_of_kind.get(kind, 1.0) for kind in kinds])
     compute = np.divide(flops, rates, out=np.zeros_like(flops), where=flops > 0)
     seconds = np.maximum(compute, moved / bandwidth) + eff.launch_us * 1e-6

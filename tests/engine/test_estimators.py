@@ -157,6 +157,26 @@ def test_fused_attention_backward_counts_as_one_kernel_per_block() -> None:
     assert kinds["tensor"].ops == forward + backward
 
 
+def test_unfused_attention_counts_the_score_matrix_its_pytorch_1_target_materialises() -> None:
+    fused = counts_for(Workload(mode="infer", **VIT_TINY)).kinds
+    unfused = counts_for(Workload(mode="infer", torch_major=1, **VIT_TINY)).kinds
+    # Each block's attention is two matmuls (q @ k^T and its product with v) instead of one fused kernel...
+    assert unfused["tensor"].ops == fused["tensor"].ops + 12
+    # ...and a softmax over the 197 x 197 scores of each of 3 heads, written and read again: more memory traffic.
+    assert unfused["memory"].bytes > fused["memory"].bytes + 12 * 3 * 197 * 197 * 2
+
+
+def test_pytorch_2_steps_the_optimizer_in_a_few_multi_tensor_kernels_with_the_same_traffic() -> None:
+    # resnet18: 62 weights (20 convolutions, 20 batch norms' two, the head's two), 11.7 M elements; SGD with
+    # momentum and weight decay updates each weight in 4 ops. PyTorch 1.x launches 4 x 62 kernels; 2.x launches each
+    # of the 4 ops over 48 weights at a time: 2 launches each.
+    workload = dict(model="resnet18", mode="train", batch_size=2, optimizer="sgd")
+    modern, legacy = (counts_for(Workload(torch_major=major, **workload)) for major in (2, 1))
+    ops = len(modern.ops)
+    assert len(legacy.ops) - ops == 4 * 62 - 4 * 2
+    assert legacy.kinds["memory"].bytes == pytest.approx(modern.kinds["memory"].bytes)
+
+
 def test_attention_with_a_bias_or_a_boolean_mask_counts_as_one_fused_kernel() -> None:
     import torch
     import torch.nn.functional as F
@@ -202,7 +222,8 @@ def test_the_optimizer_traced_once_per_kind_of_weight_counts_as_the_whole_step(o
         model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8), torch.nn.LayerNorm(8),
                                     torch.nn.Linear(8, 4))
     model[0].bias.requires_grad_(False)  # a frozen weight has no step
-    workload = Workload(model="resnet18", mode="train", optimizer=optimizer)  # type: ignore[arg-type]
+    # PyTorch 1.x's step, one weight at a time, which is also how torch steps on the meta device
+    workload = Workload(model="resnet18", mode="train", optimizer=optimizer, torch_major=1)  # type: ignore[arg-type]
     weights = [torch.nn.Parameter(torch.empty_like(p)) for p in model.parameters() if p.requires_grad]
     for weight in weights:
         weight.grad = torch.empty_like(weight)
@@ -250,11 +271,37 @@ def test_flops_on_the_hosts_own_gpu_predicts_the_measured_time() -> None:
     assert result.latency_ms == pytest.approx(10.0)
 
 
-def test_hostaware_is_the_geometric_mean_of_its_host_scaled_and_roofline_estimates() -> None:
+def test_hostaware_is_the_weighted_geometric_mean_of_its_host_scaled_and_roofline_estimates() -> None:
+    from engine.estimators.hostaware import CONSTANTS
+
     result = get_estimator("hostaware").estimate(Workload(model="resnet18"), catalog().get("rtx-3090"), h200_host(),
                                                  done_measurement(min_ms=10.0))
-    parts = result.details
-    assert result.latency_ms == pytest.approx((parts["host_scaled_ms"] * parts["roofline_ms"]) ** 0.5)
+    parts, w = result.details, CONSTANTS.roofline_weight
+    assert result.latency_ms == pytest.approx(parts["host_scaled_ms"] ** (1 - w) * parts["roofline_ms"] ** w)
+
+
+def test_hostaware_on_the_hosts_own_gpu_scales_the_host_time_by_one() -> None:
+    from engine.estimators.hostaware import CONSTANTS, class_ratios
+
+    counts = counts_for(Workload(model="resnet18", mode="infer", batch_size=8))
+    host = catalog().get("h200-sxm-141-gb")
+    assert class_ratios(counts, "amp-fp16", host, host, CONSTANTS) == {"tensor": 1.0, "simt": 1.0, "other": 1.0}
+
+
+def test_hostaware_class_ratio_is_the_rooflines_target_over_host_time_of_that_class() -> None:
+    from engine.estimators.analytic import EFFICIENCY
+    from engine.estimators.hostaware import CONSTANTS, class_ratios
+    from engine.estimators.roofline import roofline_ms
+
+    counts = counts_for(Workload(model="resnet18", mode="infer", batch_size=8))
+    host, target = catalog().get("h200-sxm-141-gb"), catalog().get("rtx-3090")
+    on_target = roofline_ms(counts, target, "amp-fp16", EFFICIENCY, CONSTANTS.reuse)
+    on_host = roofline_ms(counts, host, "amp-fp16", EFFICIENCY, CONSTANTS.reuse)
+    ratios = class_ratios(counts, "amp-fp16", target, host, CONSTANTS)
+    assert ratios["tensor"] == pytest.approx(on_target["tensor"] / on_host["tensor"])
+    assert ratios["other"] == pytest.approx(on_target["other"] / on_host["other"])
+    # resnet18 has no SIMT kernels: the class takes the whole step's ratio
+    assert ratios["simt"] == pytest.approx(sum(on_target.values()) / sum(on_host.values()))
 
 
 @pytest.mark.parametrize("name", ["flops", "hostaware"])
@@ -299,10 +346,24 @@ def test_without_l2_reuse_every_byte_goes_to_dram() -> None:
     assert dram_bytes(np.array([5e6]), _l2_card(72), None).tolist() == [5e6]
 
 
+def test_the_rooflines_l2_reuse_serves_its_share_of_a_kernel_that_fits_in_half_the_l2() -> None:
+    from engine.counting import WorkloadCounts
+    from engine.estimators.roofline import Efficiency, roofline_ms
+
+    # One memory-bound kernel moving 10 MB: in half of a 72 MB L2 it fits, so 0.4 of it comes from L2; in half of a
+    # 6 MB L2 it does not, and 3 MB of it (0.4 x 3 / 10) does. 1000 GB/s at full efficiency: 10 us for 10 MB.
+    counts = WorkloadCounts(kinds={}, ops=[("memory", 0.0, 10e6)], param_bytes=0.0, param_count=0, buffer_bytes=0.0,
+                            input_bytes=0.0, peak_live_bytes=0.0)
+    eff = Efficiency(tensor=1.0, simt=1.0, memory=1.0, launch_us=0.0, l2_reuse=0.4)
+    large, small = (roofline_ms(counts, _l2_card(mb), "amp-fp16", eff)["other"] for mb in (72, 6))
+    assert large == pytest.approx(0.010 * 0.6)
+    assert small == pytest.approx(0.010 * (1 - 0.4 * 3 / 10))
+
+
 def test_hostaware_prices_memory_bound_work_lower_on_the_card_with_the_larger_l2() -> None:
-    from engine.estimators.hostaware import CONSTANTS, memory_time_ratio
+    from engine.estimators.hostaware import CONSTANTS, class_ratios
 
     counts = counts_for(Workload(model="resnet18", mode="infer", batch_size=8))
     host = catalog().get("h200-sxm-141-gb")
-    small, large = (memory_time_ratio(counts, _l2_card(mb), host, CONSTANTS) for mb in (6, 72))
+    small, large = (class_ratios(counts, "amp-fp16", _l2_card(mb), host, CONSTANTS)["other"] for mb in (6, 72))
     assert large < small
