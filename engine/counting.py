@@ -215,8 +215,8 @@ class _CountingMode(TorchDispatchMode):
         if moved == 0:
             return out
         kind = _kind(func, args, inputs)
-        if kind == "depthwise":
-            flops = _depthwise_flops(func, args, out)
+        if kind == "depthwise" or _grouped_backward(func, args):
+            flops = _grouped_conv_flops(func, args, out)
         else:
             flops = float(flop_registry[packet](*args, **kwargs, out_val=out)) if packet in flop_registry else 0.0
         if kind == "memory":
@@ -321,8 +321,16 @@ def _fused_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     return output
 
 
-def _depthwise_flops(func: Any, args: tuple[Any, ...], out: Any) -> float:
-    """2 x output elements x kernel taps per output (torch's conv formula ignores groups in backward)."""
+def _grouped_backward(func: Any, args: tuple[Any, ...]) -> bool:
+    """Whether an op is the backward of a grouped, not transposed, convolution: torch's formula (flop_counter's
+    conv_backward_flop) counts its weight gradient as if every input channel met every output channel, `groups` times
+    its work; a CondConv's per-sample weights (groups = batch) made that hundreds of times."""
+    return func is aten.convolution_backward.default and args[9] > 1 and not args[7]
+
+
+def _grouped_conv_flops(func: Any, args: tuple[Any, ...], out: Any) -> float:
+    """2 x output elements x kernel taps per output, for the forward and for each gradient the backward computes (a
+    grouped convolution's output element meets only its group's input channels)."""
     if func is aten.convolution_backward.default:
         grad_out, weight, mask = args[0], args[2], args[10]
         taps = weight[0].numel()

@@ -124,6 +124,24 @@ def test_depthwise_convolutions_are_counted_apart_from_tensor_math() -> None:
     assert kinds["tensor"].flops > 0
 
 
+def test_a_grouped_convolutions_gradients_each_cost_what_its_forward_does() -> None:
+    import torch
+
+    from engine.counting import _CountingMode
+
+    # 64 -> 64 channels in 4 groups of 16, 3 x 3, on a 2 x 64 x 8 x 8 input: each of the 2 x 64 x 8 x 8 outputs
+    # meets 16 x 9 weights, 2 x 8192 x 144 = 2.36 MFLOP. Its input gradient and its weight gradient are the same
+    # products again; torch's formula counts the weight gradient 4 (the groups) times over.
+    conv = torch.nn.Conv2d(64, 64, 3, padding=1, groups=4, bias=False, device="meta", dtype=torch.float16)
+    x = torch.empty(2, 64, 8, 8, device="meta", dtype=torch.float16, requires_grad=True)
+    mode = _CountingMode()
+    with mode:
+        conv(x).sum().backward()
+    forward, backward = [flops for kind, flops, _ in mode.ops if kind == "tensor"]
+    assert forward == 2 * 2 * 64 * 8 * 8 * 16 * 9
+    assert backward == 2 * forward
+
+
 def test_fp32_matmuls_run_on_the_plain_lanes_and_half_precision_on_tensor_cores() -> None:
     fp32 = counts_for(Workload(model="test_vit", mode="infer", batch_size=1, precision="fp32")).kinds
     half = counts_for(Workload(model="test_vit", mode="infer", batch_size=1, precision="amp-fp16")).kinds
