@@ -44,7 +44,7 @@ from engine.counting import KINDS, WorkloadCounts
 from engine.estimators.analytic import EFFICIENCY
 from engine.estimators.base import host_spec
 from engine.estimators.hostaware import CLASSES, CONSTANTS, HostAwareConstants
-from engine.estimators.roofline import CLASS_OF_KIND, MEMORY_KINDS, Efficiency, L2Reuse
+from engine.estimators.roofline import CLASS_OF_KIND, Efficiency, L2Reuse
 from evaluation.evaluate import read_rows
 from engine.measurement_log import MeasurementLog
 
@@ -55,11 +55,9 @@ HOSTAWARE = (*ROOFLINE, "roofline_weight", "l2_fraction", "l2_usable")
 HOSTAWARE_HELD = {"l2_fraction": 1.0, "l2_usable": 0.5}
 # Which analytic constants each fold of a hostaware --logo fit holds.
 ANALYTIC_FOLD = {"on_3090": "chosen_on_rtx3090", "on_4090": "chosen_on_rtx4090", "on_all": "chosen_on_all"}
-# Kinds as codes in engine.counting's order, and what the roofline says of each: its class and whether it is priced
-# by bytes alone (engine.estimators.roofline).
+# Kinds as codes in engine.counting's order, and the class the roofline puts each in
 KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
 CLASS_CODE = np.array([CLASSES.index(CLASS_OF_KIND[kind]) for kind in KINDS])
-MEMORY_CODES = np.array([KIND_CODE[kind] for kind in MEMORY_KINDS])
 REFERENCE = "GeForce RTX 3090"
 
 

@@ -18,13 +18,13 @@ from engine.estimators.roofline import Efficiency, roofline_ms
 # Chosen by benchmarks/accuracy/fit_constants.py on every timm row and the H200's own rows (analytic-logo.json,
 # "chosen_on_all"), with the launch cost held at 5 us: left free it grows to 30-80 us, which fits batch-1024 rows no
 # better and makes small batches absurdly slow. Depthwise convolutions reach only a few percent of FP32 peak (they
-# are memory-bound); the two caps bind on the H200 (8.5 bytes in flight per SM and cycle: about 0.4 of its 4.8 TB/s)
-# and on parts with 2,048 to 4,096 tensor FLOP per SM and cycle; a training step runs 1.30x its counts; L2 serves
+# are memory-bound); the two caps bind on the H200 (8.6 bytes in flight per SM and cycle: about 0.4 of its 4.8 TB/s)
+# and on parts with 2,048 to 4,096 tensor FLOP per SM and cycle; a training step runs 1.32x its counts; L2 serves
 # 0.42 of the traffic of a memory-bound kernel whose tensors fit in half of it (an RTX 4090's 72 MB holds what an
 # RTX 3090's 6 MB does not).
-EFFICIENCY = Efficiency(tensor=0.9702, simt=0.0579, memory=0.919, launch_us=5.0, matmul32=0.9494, layout=0.4516,
-                        strided=0.9891, bytes_per_sm_cycle=8.5263, tensor_flop_per_sm_cycle=2294.4,
-                        training_overhead=1.2944, l2_reuse=0.4138)
+EFFICIENCY = Efficiency(tensor=0.9678, simt=0.0568, memory=0.9196, launch_us=5.0, matmul32=0.9558, layout=0.4558,
+                        strided=0.9837, bytes_per_sm_cycle=8.5854, tensor_flop_per_sm_cycle=2240.6,
+                        training_overhead=1.3211, l2_reuse=0.4175)
 
 
 class AnalyticEstimator(Estimator):

@@ -49,7 +49,7 @@ class HostAwareConstants:
 # hostaware-logo.json); each development GPU's rows are reported with w and analytic's constants chosen without them
 # (benchmarks/accuracy/README.md). L2 reuse is not fitted: a kernel whose traffic fits in half the L2 (the chips'
 # two partitions) is served from it entirely.
-CONSTANTS = HostAwareConstants(roofline_weight=0.548, reuse=L2Reuse(fraction=1.0, usable=0.5))
+CONSTANTS = HostAwareConstants(roofline_weight=0.563, reuse=L2Reuse(fraction=1.0, usable=0.5))
 
 CLASSES = ("tensor", "simt", "other")
 

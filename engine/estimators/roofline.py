@@ -77,12 +77,6 @@ class Efficiency:
         return reached
 
 
-def memory_bytes(counts: WorkloadCounts, eff: Efficiency) -> np.ndarray:
-    """The bytes of each memory-bound kernel, layout conversions and strided copies weighted by bytes_weight."""
-    return np.array([moved * eff.bytes_weight(kind) for kind, _, moved in counts.ops if kind in MEMORY_KINDS],
-                    dtype=float)
-
-
 @dataclass(frozen=True)
 class L2Reuse:
     """A kernel moving `bytes` reads and writes share(bytes) = min(1, usable x L2 / bytes) of them through L2
