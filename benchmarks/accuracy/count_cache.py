@@ -60,13 +60,14 @@ def load_counts(workloads: list[Workload], cache: Path | None,
     return known
 
 
-def _count(workload: Workload) -> tuple[str, WorkloadCounts | None]:
+def _count(workload: Workload) -> tuple[str, WorkloadCounts | None, str | None]:
+    """The workload's digest, its counts, and why there are none (None when counted)."""
     from engine.counting import count_workload
 
     try:
-        return workload.digest(), count_workload(workload)
-    except Exception:  # noqa: BLE001 - a model this timm cannot build is left out of every fit
-        return workload.digest(), None
+        return workload.digest(), count_workload(workload), None
+    except Exception as exc:  # noqa: BLE001 - a model this timm cannot build is left out of every fit
+        return workload.digest(), None, f"{workload.label}: {exc!r}"[:300]
 
 
 def main() -> None:
@@ -87,13 +88,18 @@ def main() -> None:
             todo[workload.digest()] = workload
     print(f"{len(known)} counted before, {len(todo)} to count", flush=True)
     started = time.monotonic()
+    failed: list[str] = []
     with Pool(args.processes, maxtasksperchild=50) as pool:
-        for index, (digest, counts) in enumerate(pool.imap_unordered(_count, todo.values(), chunksize=4), 1):
+        for index, (digest, counts, error) in enumerate(pool.imap_unordered(_count, todo.values(), chunksize=4), 1):
             known[digest] = counts
+            if error:
+                failed.append(error)
             if index % 100 == 0 or index == len(todo):
                 args.out.write_bytes(pickle.dumps(known))
                 print(f"{index}/{len(todo)} in {time.monotonic() - started:.0f} s", flush=True)
     args.out.write_bytes(pickle.dumps(known))
+    # Said, not only stored as None: one sehalonet33ts workload once failed on the GPU host and counted here.
+    print(f"{len(failed)} not counted" + "".join(f"\n  {error}" for error in failed), flush=True)
     if args.pack:
         write_packed(known, args.pack)
 

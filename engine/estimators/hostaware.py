@@ -3,7 +3,7 @@ with the target's own roofline.
 
 Why not one SM/clock setting: on a data-center host standing in for a consumer GPU, the parts of a step scale
 differently. The host's tensor cores are far stronger per SM, and its memory-bound kernels (normalisation,
-activations, layout transforms: most of the step) reach only a third of its bandwidth, because a kernel can keep
+activations, layout transforms: most of the step) reach under half of its bandwidth, because a kernel can keep
 only so many bytes in flight per SM (Little's law); a consumer card, with far less bandwidth per SM, saturates it.
 So:
 
