@@ -42,11 +42,17 @@ from torch.utils.flop_counter import flop_registry
 from understudy.workload import Workload
 from engine.workloads import make_optimizer, make_step
 
-OpKind = Literal["tensor", "matmul32", "depthwise", "memory", "layout", "strided"]
-KINDS: tuple[OpKind, ...] = ("tensor", "matmul32", "depthwise", "memory", "layout", "strided")
+OpKind = Literal["tensor", "matmul32", "depthwise", "memory", "layout", "strided", "serial"]
+KINDS: tuple[OpKind, ...] = ("tensor", "matmul32", "depthwise", "memory", "layout", "strided", "serial")
 
 aten = torch.ops.aten
 _CONV = {aten.convolution.default, aten.convolution_backward.default, aten._convolution.default}
+# PyTorch's CUDA kernels for bilinear and bicubic resizing of an NCHW tensor (upsample_bilinear2d_out_frame,
+# upsample_bicubic2d_out_frame) give each output pixel one thread, which loops over every image and channel in
+# turn: a 14 x 14 output is 196 threads, however large the batch. Such an op is "serial": its FLOP slot holds the
+# iterations one thread runs (batch x channels), each a few dependent memory reads (engine.estimators.roofline).
+_SERIAL = {aten.upsample_bilinear2d.default, aten.upsample_bilinear2d.vec, aten.upsample_bicubic2d.default,
+           aten.upsample_bicubic2d.vec}
 _MATMUL = {
     aten.mm.default,
     aten.addmm.default,
@@ -135,12 +141,21 @@ def _kind(func: Any, args: tuple[Any, ...], inputs: list[torch.Tensor]) -> OpKin
         if groups > 1 and weight.shape[1] <= 4:
             return "depthwise"
         return "tensor"
+    if func in _SERIAL and not _channels_last_like(inputs[0]):
+        return "serial"
     if func in _MATMUL:
         # PyTorch's default keeps fp32 matmuls off TF32 (convolutions may use it): they run on the FP32 lanes.
         return "matmul32" if args[0].dtype == torch.float32 else "tensor"
     if any(_permuted(t) for t in inputs):
         return "strided"
     return "memory"
+
+
+def _channels_last_like(tensor: torch.Tensor) -> bool:
+    """Whether PyTorch takes a 4-d tensor for channels-last (Tensor::suggest_memory_format): its channels vary
+    fastest, as in a (B, C, H, W) view of (B, HW, C) tokens. Its resizes then run a kernel with a thread per
+    element."""
+    return tensor.dim() == 4 and tensor.stride(1) < tensor.stride(3)
 
 
 def _permuted(tensor: torch.Tensor) -> bool:
@@ -222,6 +237,8 @@ class _CountingMode(TorchDispatchMode):
         if kind == "memory":
             # Elementwise work is priced by bytes; its FLOPs would only mislead the roofline.
             flops = 0.0
+        elif kind == "serial":
+            flops = float(inputs[0].shape[0] * inputs[0].shape[1])
         self.ops.append((kind, flops, moved))
         if (self.channels_first and kind == "tensor" and func in _CONV
                 and (layout := _layout_bytes(func, args, out)) > 0):

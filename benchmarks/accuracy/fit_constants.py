@@ -49,7 +49,7 @@ from evaluation.evaluate import read_rows
 from engine.measurement_log import MeasurementLog
 
 ROOFLINE = ("tensor", "simt", "memory", "launch_us", "matmul32", "layout", "strided", "bytes_per_sm_cycle",
-            "tensor_flop_per_sm_cycle", "training_overhead", "l2_reuse")
+            "tensor_flop_per_sm_cycle", "training_overhead", "l2_reuse", "serial_ns")
 HOSTAWARE = (*ROOFLINE, "roofline_weight", "l2_fraction", "l2_usable")
 # hostaware holds analytic's constants (given per fold by --analytic-logo) and the L2 reuse (set, not fitted).
 HOSTAWARE_HELD = {"l2_fraction": 1.0, "l2_usable": 0.5}
@@ -187,7 +187,7 @@ class Priced:
             tensor_rate = np.minimum(tensor_rate, self.issue * eff.tensor_flop_per_sm_cycle)
         bytes_only = np.full_like(self.flops, np.inf)  # a memory-bound kind's FLOPs cost nothing
         rate_of_kind = {"tensor": tensor_rate, "matmul32": self.fp32_rate * eff.matmul32,
-                        "depthwise": self.fp32_rate * eff.simt}
+                        "depthwise": self.fp32_rate * eff.simt, "serial": np.full_like(self.flops, eff.serial_rate())}
         rate = np.choose(self.kind, [rate_of_kind.get(kind, bytes_only) for kind in KINDS])
         moved = self.moved * self._bytes_weight(eff)
         reuse = reuse or eff.reuse()
@@ -272,6 +272,8 @@ def fit(kind: str, samples: list[Sample], fixed: dict[str, float]) -> dict[str, 
         predicted = predict(kind, priced, values_of(x))
         return float(np.mean(np.abs(np.log(np.maximum(predicted, 1e-9)) - log_measured)))
 
+    if not free:
+        return values_of(np.array([]))
     if free == ["roofline_weight"]:
         # hostaware's one free constant, a weight in [0, 1]
         return values_of(np.array([minimize_scalar(lambda w: objective(np.array([w])), bounds=(0.0, 1.0),

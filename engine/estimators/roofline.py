@@ -7,7 +7,9 @@ layout conversions around tensor-core convolutions included).
 
 Rates are the target's sustained ones (TargetSpec.sustained_*: the clock it holds under its power limit), and each
 unit has its own efficiency: an fp32 GEMM keeps the plain lanes busy (cuBLAS's SGEMM reaches most of FP32 peak),
-a depthwise convolution barely does (it is memory-bound in all but name).
+a depthwise convolution barely does (it is memory-bound in all but name). A "serial" kernel (PyTorch's NCHW
+bilinear resize) is bound by neither: a few threads each loop over every image and channel, one memory latency per
+iteration.
 
 A kernel's bytes need not all come from DRAM: a tensor its producer has just written is still in L2 when it fits.
 `L2Reuse` says how much of a kernel's traffic L2 can serve (Efficiency.l2_reuse, or one given to roofline_ms); it is
@@ -24,8 +26,7 @@ from understudy.catalog import TargetSpec
 from engine.counting import WorkloadCounts
 
 CLASS_OF_KIND = {"tensor": "tensor", "matmul32": "simt", "depthwise": "simt", "memory": "other", "layout": "other",
-                 "strided": "other"}
-MEMORY_KINDS = ("memory", "layout", "strided")
+                 "strided": "other", "serial": "other"}
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,13 @@ class Efficiency:
     training_overhead: float = 1.0
     # Share of a memory-bound kernel's traffic L2 serves when its tensors fit in half the L2 (L2Reuse); 0: none.
     l2_reuse: float = 0.0
+    # Nanoseconds one iteration of a "serial" kernel's per-thread loop takes (engine.counting._SERIAL): a memory
+    # latency, which no GPU's bandwidth or clock shortens. 0: such kernels are priced by their bytes alone.
+    serial_ns: float = 0.0
+
+    def serial_rate(self) -> float:
+        """Iterations per second of a serial kernel's loop."""
+        return 1e9 / self.serial_ns if self.serial_ns > 0 else float("inf")
 
     def reuse(self) -> L2Reuse | None:
         """The L2 reuse l2_reuse describes, if any."""
@@ -101,6 +109,7 @@ def roofline_ms(counts: WorkloadCounts, gpu: TargetSpec, precision: str, eff: Ef
         "tensor": eff.tensor_tflops(gpu, precision) * 1e12,
         "matmul32": gpu.sustained_fp32_tflops() * 1e12 * eff.matmul32,
         "depthwise": gpu.sustained_fp32_tflops() * 1e12 * eff.simt,
+        "serial": eff.serial_rate(),
     }
     bandwidth = eff.bandwidth_gbps(gpu) * 1e9
     totals = {"tensor": 0.0, "simt": 0.0, "other": 0.0}

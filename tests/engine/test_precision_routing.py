@@ -88,3 +88,26 @@ def test_amp_matmuls_run_on_tensor_cores_and_their_layer_norms_in_fp32() -> None
     # Autocast's casts (weights once, fp32 LayerNorm outputs back to fp16) are memory kernels pure fp16 lacks.
     assert amp.kinds["memory"].ops > fp16.kinds["memory"].ops
     assert amp.kinds["memory"].bytes > 1.3 * fp16.kinds["memory"].bytes
+
+
+def test_a_serial_kernel_takes_its_iterations_times_the_latency_of_one() -> None:
+    # 1,000,000 iterations of 300 ns each: 300 ms, though its 1 MB would take 1 us at 1,000 GB/s.
+    eff = Efficiency(tensor=1.0, simt=0.05, memory=1.0, launch_us=0.0, serial_ns=300.0)
+    priced = roofline_ms(WorkloadCounts(ops=[("serial", 1e6, 1e6)]), GPU, "fp32", eff)
+    assert priced["other"] == pytest.approx(300.0)
+
+
+def test_a_bilinear_resize_loops_over_images_and_channels_on_nchw_and_not_on_channels_last() -> None:
+    import torch
+    import torch.nn.functional as F
+
+    from engine.counting import _CountingMode
+
+    tokens = torch.empty(8, 1 + 49, 16, device="meta")[:, 1:].transpose(1, 2).reshape(8, 16, 7, 7)  # as CoaT makes
+    nchw, channels_last = (torch.empty(8, 16, 7, 7, device="meta").contiguous(memory_format=memory_format)
+                           for memory_format in (torch.contiguous_format, torch.channels_last))
+    for x, expected in ((nchw, [("serial", 8 * 16)]), (channels_last, [("memory", 0.0)]), (tokens, [("strided", 0.0)])):
+        mode = _CountingMode()
+        with mode:
+            F.interpolate(x, scale_factor=2, mode="bilinear")
+        assert [(kind, flops) for kind, flops, _ in mode.ops] == expected
