@@ -17,7 +17,7 @@ constants; `--fix NAME=VALUE` holds one (names as printed). `--choose-on TARGET`
 and reports every file. Every row's ops are priced at once in numpy, so a fit over a few thousand rows takes seconds.
 `hostaware` replays host measurements from a measurement log recorded by `understudy evaluate` on the GPU host. Its
 rates are analytic's, so it holds analytic's constants of the same fold (`--analytic-logo`, an analytic `--logo`
-report) and chooses only its blend weight.
+report) and can choose only its blend weight; the shipped hostaware holds that too (`--fix roofline_weight=0.5`).
 """
 
 from __future__ import annotations
