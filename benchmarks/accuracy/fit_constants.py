@@ -254,7 +254,7 @@ def predict(kind: str, priced: Priced, values: dict[str, float]) -> np.ndarray:
 
 def hostaware_held() -> dict[str, float]:
     """What a hostaware fit holds unless told otherwise: the shipped analytic constants and the L2 reuse."""
-    return {**{name: float(getattr(EFFICIENCY, name)) for name in ROOFLINE}, **HOSTAWARE_HELD}
+    return {**shipped("analytic"), **HOSTAWARE_HELD}
 
 
 def fit(kind: str, samples: list[Sample], fixed: dict[str, float]) -> dict[str, float]:

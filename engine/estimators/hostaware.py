@@ -60,8 +60,11 @@ def class_ratios(counts: WorkloadCounts, precision: str, target: TargetSpec, hos
     """Target time / host time for each kernel class, by the roofline; a class the counts hold nothing of (the
     host ran kernels the trace does not see, e.g. a cuDNN layout conversion the meta device never makes) takes the
     whole step's ratio."""
-    on_target = roofline_ms(counts, target, precision, efficiency, constants.reuse, training)
-    on_host = roofline_ms(counts, host, precision, efficiency, constants.reuse, training)
+    return _ratios(roofline_ms(counts, target, precision, efficiency, constants.reuse, training),
+                   roofline_ms(counts, host, precision, efficiency, constants.reuse, training))
+
+
+def _ratios(on_target: dict[str, float], on_host: dict[str, float]) -> dict[str, float]:
     host_total = sum(on_host.values())
     whole = sum(on_target.values()) / host_total if host_total > 0 else 1.0
     return {name: on_target[name] / on_host[name] if on_host[name] > 0 else whole for name in CLASSES}
@@ -81,9 +84,10 @@ def blend_factor(counts: WorkloadCounts, measurement: Measurement, precision: st
     """The multiplier from host time to predicted target time, the two estimates it blends, and each kernel
     class's share of the prediction (the calibration fits one scale per class)."""
     host_ms = float(measurement.min_ms or 0.0)
-    ratios = class_ratios(counts, precision, target, host, constants, efficiency, training)
-    scaled_ms = host_ms * host_scale(measurement.kernel_ms, ratios)
+    # The target's roofline is both the class ratios' numerator and the blend's second estimate: priced once.
     by_class = roofline_ms(counts, target, precision, efficiency, constants.reuse, training)
+    ratios = _ratios(by_class, roofline_ms(counts, host, precision, efficiency, constants.reuse, training))
+    scaled_ms = host_ms * host_scale(measurement.kernel_ms, ratios)
     roofline = sum(by_class.values())
     w = constants.roofline_weight
     predicted = scaled_ms ** (1.0 - w) * roofline ** w
