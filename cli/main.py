@@ -40,6 +40,8 @@ def predict(
     memory_format: Annotated[str, typer.Option("--memory-format", help="nchw|nhwc")] = "nchw",
     torch_major: Annotated[int, typer.Option("--torch-major", help="2, or 1 for a target on PyTorch 1.x (attention "
                                              "unfused, optimizers stepping one weight at a time)")] = 2,
+    reparam: Annotated[bool, typer.Option("--reparam", help="inference of the deployed form: train-time branches "
+                                          "folded into the convolutions (timm.utils.reparameterize_model)")] = False,
     estimator: Annotated[Optional[str], typer.Option(help="spec|flops|analytic|hostaware|calibrated")] = None,
     calibration: Annotated[Optional[Path], typer.Option(
         help='for --estimator calibrated: a JSON file {"<target>": {"points": [{"workload": {...}, '
@@ -68,7 +70,7 @@ def predict(
     try:
         workload = Workload(model=model, mode=mode, batch_size=batch_size, resolution=resolution,
                             precision=precision, optimizer=optimizer, memory_format=memory_format,
-                            torch_major=torch_major)
+                            torch_major=torch_major, reparam=reparam)
         specs = [resolve_target(name.strip()) for name in targets.split(",") if name.strip()]
         if not specs:
             _fail("no targets: name at least one, e.g. --targets rtx3060,t4 (`understudy targets` lists them)")

@@ -70,10 +70,18 @@ def build_model(workload: Workload, device: torch.device | str, dtype: torch.dty
     import timm
 
     meta = torch.device(device).type == "meta"
-    with torch.device(device), _NoMetaInit() if meta else nullcontext(), _attention(workload.torch_major >= 2):
+    # Folding branches reads their weights, so a model to reparameterize for the meta device is built on the CPU with
+    # real ones and moved to the meta device folded.
+    build_on = "cpu" if meta and workload.reparam else device
+    skip_init = torch.device(build_on).type == "meta"
+    with torch.device(build_on), _NoMetaInit() if skip_init else nullcontext(), _attention(workload.torch_major >= 2):
         model = timm.create_model(
             workload.model, pretrained=False, num_classes=workload.num_classes, in_chans=workload.in_chans
         )
+    if workload.reparam:
+        from timm.utils import reparameterize_model
+
+        model = reparameterize_model(model.eval(), inplace=True).to(device)
     model = model.to(dtype=dtype or resolve_precision(workload.precision).model_dtype)
     if workload.memory_format == "nhwc":
         model = model.to(memory_format=torch.channels_last)

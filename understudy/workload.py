@@ -37,6 +37,13 @@ def timm_model_names() -> frozenset[str]:
     return frozenset(line.strip() for line in text.splitlines() if line.strip())
 
 
+@lru_cache(maxsize=1)
+def reparameterizable_models() -> frozenset[str]:
+    """The models timm.utils.reparameterize_model changes (scripts/build_reparam_models.py generates the list)."""
+    text = resources.files("understudy.data").joinpath("timm_reparam_models.txt").read_text()
+    return frozenset(line.strip() for line in text.splitlines() if line.strip())
+
+
 def check_model_name(name: str) -> str:
     names = timm_model_names()
     if name in names:
@@ -71,6 +78,13 @@ class Workload(BaseModel):
     torch_major: int = Field(default=2, ge=1, le=2, strict=True,
                              description="1 when the target runs PyTorch 1.x (no fused attention, "
                              "optimizers step one weight at a time)")
+    # Inference of the deployed form: the train-time branches that RepVGG, MobileOne, FastViT, RepGhost, LeViT and
+    # their kin keep beside each convolution (parallel 1x1 and identity branches, BatchNorms) folded into it, as
+    # timm.utils.reparameterize_model does and timm's benchmark.py --reparam runs. A model with nothing to fold runs
+    # unchanged.
+    reparam: bool = Field(default=False, strict=True,
+                          description="inference with the model's train-time branches folded into its convolutions "
+                          "(timm.utils.reparameterize_model)")
 
     @field_validator("model")
     @classmethod
@@ -105,6 +119,10 @@ class Workload(BaseModel):
         object.__setattr__(self, "optimizer", optimizer)
         for key, value in filled.items():
             object.__setattr__(self, key, value)
+        if self.reparam and self.mode == "train":
+            raise ValueError("reparam is for inference: training needs the branches that reparameterizing folds away")
+        if self.reparam and self.model not in reparameterizable_models():
+            object.__setattr__(self, "reparam", False)  # nothing to fold: the plain workload, with its digest
         return self
 
     def canonical(self) -> dict[str, Any]:
@@ -114,6 +132,8 @@ class Workload(BaseModel):
         if self.torch_major == 2:
             # Left out at its default, so a workload keeps the digest it had before the field existed.
             del data["torch_major"]
+        if not self.reparam:
+            del data["reparam"]
         return {key: value for key, value in data.items() if value is not None}
 
     def digest(self) -> str:
@@ -123,7 +143,8 @@ class Workload(BaseModel):
     def label(self) -> str:
         h, w = self.resolution
         side = str(h) if h == w else f"{h}x{w}"
-        return f"{self.model} {self.mode} {self.precision} b{self.batch_size} {side}px"
+        folded = " reparam" if self.reparam else ""
+        return f"{self.model} {self.mode} {self.precision} b{self.batch_size} {side}px{folded}"
 
 
 def sha256_of(data: Any) -> str:
@@ -142,7 +163,26 @@ def workload_from_row(row: dict[str, str]) -> Workload:
         memory_format=row.get("memory_format") or "nchw",
         optimizer=row.get("optimizer") or "none",
         torch_major=1 if _before_torch_2(row.get("software") or "") else 2,
+        reparam=row["mode"] == "infer" and _timm_reparam_run(row),
     )
+
+
+def _timm_reparam_run(row: dict[str, str]) -> bool:
+    """Whether a ground-truth row comes from timm's benchmark CSVs recorded with `--reparam`: those of PyTorch 2.9
+    on. No column says so; the RTX 4090's PyTorch 2.9.1 file shows it. There every reparameterizable family (RepVGG,
+    MobileOne, FastViT, RepGhost, RepViT, LeViT, EfficientViT-M) runs 1.2-2.2x faster against the same models in the
+    RTX 3090's and the RTX 4090's PyTorch 2.4 files than the other 635 models do (1.03x), each by about the factor
+    its folded form counts (benchmarks/accuracy/README.md, "Reparameterized inference")."""
+    if "pytorch-image-models" not in (row.get("source") or ""):
+        return False
+    words = (row.get("software") or "").lower().split()
+    if "torch" not in words or words.index("torch") + 1 >= len(words):
+        return False
+    version = words[words.index("torch") + 1].split(".")
+    try:
+        return (int(version[0]), int(version[1])) >= (2, 9)
+    except (ValueError, IndexError):
+        return False
 
 
 def _before_torch_2(software: str) -> bool:

@@ -19,13 +19,13 @@ from engine.estimators.roofline import Efficiency, roofline_ms
 # "chosen_on_all"), with two held: a serial kernel's 360 ns per iteration, as the H200's profile shows it
 # (efficientformerv2_s0's two resizes: 2 x 262,144 iterations in 189 ms), and the launch cost, 5 us (left free it
 # grows to 30-80 us, which fits batch-1024 rows no better and makes small batches absurdly slow). Depthwise
-# convolutions reach only a few percent of FP32 peak (they are memory-bound); the two caps bind on the H200 (8.6
+# convolutions reach only a few percent of FP32 peak (they are memory-bound); the two caps bind on the H200 (8.7
 # bytes in flight per SM and cycle: about 0.45 of its 4.8 TB/s) and on parts with 2,048 to 4,096 tensor FLOP per SM
-# and cycle; a training step runs 1.32x its counts; L2 serves 0.44 of the traffic of a memory-bound kernel whose
+# and cycle; a training step runs 1.31x its counts; L2 serves 0.32 of the traffic of a memory-bound kernel whose
 # tensors fit in half of it (an RTX 4090's 72 MB holds what an RTX 3090's 6 MB does not).
-EFFICIENCY = Efficiency(tensor=0.9678, simt=0.0577, memory=0.9188, launch_us=5.0, matmul32=0.9514, layout=0.4549,
-                        strided=0.982, bytes_per_sm_cycle=8.5875, tensor_flop_per_sm_cycle=2206.1,
-                        training_overhead=1.3207, l2_reuse=0.4381, serial_ns=360.2)
+EFFICIENCY = Efficiency(tensor=0.9684, simt=0.0578, memory=0.9260, launch_us=5.0, matmul32=0.9627, layout=0.4926,
+                        strided=0.9923, bytes_per_sm_cycle=8.6755, tensor_flop_per_sm_cycle=2205.5,
+                        training_overhead=1.3143, l2_reuse=0.3233, serial_ns=360.2)
 
 
 class AnalyticEstimator(Estimator):

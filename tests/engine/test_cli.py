@@ -76,6 +76,13 @@ def test_a_pytorch_1_target_is_predicted_slower_for_a_vit_whose_attention_it_run
     assert legacy["predictions"][0]["latency_ms"] > today["predictions"][0]["latency_ms"]
 
 
+def test_a_reparameterized_model_is_predicted_faster_than_its_training_form(database_url: str) -> None:
+    plain, folded = (predict_json(database_url, "repvgg_a0", "rtx-3090", "--mode", "infer", *flag)
+                     for flag in ((), ("--reparam",)))
+    assert folded["workload"]["reparam"] is True and "reparam" not in plain["workload"]
+    assert folded["predictions"][0]["latency_ms"] < plain["predictions"][0]["latency_ms"]
+
+
 def test_repeat_predict_is_served_from_the_sqlite_cache(database_url: str) -> None:
     first = predict_json(database_url, "test_vit", "rtx-3060,rtx-4090")
     again = predict_json(database_url, "test_vit", "rtx-3060,rtx-4090")

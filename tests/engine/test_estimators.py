@@ -184,6 +184,18 @@ def test_unfused_attention_counts_the_score_matrix_its_pytorch_1_target_material
     assert unfused["memory"].bytes > fused["memory"].bytes + 12 * 3 * 197 * 197 * 2
 
 
+def test_a_reparameterized_repvgg_runs_one_convolution_per_block() -> None:
+    # RepVGG-A0: 22 blocks, each a 3x3 and a 1x1 convolution with their BatchNorms (and an identity BatchNorm where
+    # the block keeps its width); folded, each block is one 3x3 convolution. The head's linear layer stays.
+    plain, folded = (counts_for(Workload(model="repvgg_a0", mode="infer", batch_size=2, reparam=reparam)).kinds
+                     for reparam in (False, True))
+    assert plain["tensor"].ops == 2 * 22 + 1
+    assert folded["tensor"].ops == 22 + 1
+    # A 1x1 convolution has a ninth of its 3x3 sibling's FLOPs.
+    assert folded["tensor"].flops == pytest.approx(plain["tensor"].flops * 9 / 10, rel=0.02)
+    assert folded["memory"].bytes < plain["memory"].bytes / 2
+
+
 def test_pytorch_2_steps_the_optimizer_in_a_few_multi_tensor_kernels_with_the_same_traffic() -> None:
     # resnet18: 62 weights (20 convolutions, 20 batch norms' two, the head's two), 11.7 M elements; SGD with
     # momentum and weight decay updates each weight in 4 ops. PyTorch 1.x launches 4 x 62 kernels; 2.x launches each

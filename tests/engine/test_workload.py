@@ -159,10 +159,44 @@ def test_a_ground_truth_rows_pytorch_generation_comes_from_its_software_column(s
     assert workload_from_row(row).torch_major == major
 
 
+def test_reparam_of_a_model_with_branches_to_fold_is_another_workload() -> None:
+    plain = Workload(model="repvgg_a0", mode="infer")
+    folded = Workload(model="repvgg_a0", mode="infer", reparam=True)
+    assert folded.digest() != plain.digest()
+    assert folded.canonical()["reparam"] is True
+    # Left out at its default, so every workload keeps the digest it had before the field existed.
+    assert "reparam" not in plain.canonical()
+
+
+def test_reparam_of_a_model_with_nothing_to_fold_is_the_plain_workload() -> None:
+    assert Workload(model="resnet18", mode="infer", reparam=True) == Workload(model="resnet18", mode="infer")
+
+
+def test_reparam_is_for_inference() -> None:
+    with pytest.raises(ValidationError, match="reparam is for inference"):
+        Workload(model="repvgg_a0", mode="train", reparam=True)
+
+
+@pytest.mark.parametrize(
+    ("software", "source", "reparam"),
+    [("torch 2.9.1 cu128", "huggingface/pytorch-image-models results/benchmark-infer-amp-nchw-pt291-cu128-4090.csv",
+      True),
+     ("torch 2.4.0 cu124", "huggingface/pytorch-image-models results/benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv",
+      False),
+     ("torch 2.9.1 cu128", "some other harness", False)],
+)
+def test_timm_benchmark_rows_from_pytorch_2_9_on_are_reparameterized(software: str, source: str,
+                                                                      reparam: bool) -> None:
+    row = {"model": "repvgg_a0", "mode": "infer", "batch_size": "8", "resolution": "224", "precision": "amp-fp16",
+           "memory_format": "nchw", "optimizer": "none", "software": software, "source": source}
+    assert workload_from_row(row).reparam is reparam
+
+
 def test_canonical_form_round_trips_to_the_same_workload() -> None:
     for workload in (Workload(model="test_vit", mode="infer", resolution=[160, 128]),
                      Workload(model="resnet18", optimizer="sgd-nesterov", batch_size=8),
-                     Workload(model="vit_tiny_patch16_224", torch_major=1)):
+                     Workload(model="vit_tiny_patch16_224", torch_major=1),
+                     Workload(model="repvgg_a0", mode="infer", reparam=True)):
         again = Workload.model_validate(workload.canonical())
         assert again == workload
         assert again.digest() == workload.digest()
@@ -185,3 +219,4 @@ def test_workload_is_immutable() -> None:
 def test_label_is_short_and_human() -> None:
     workload = Workload(model="resnet18", batch_size=8, resolution=[160, 128])
     assert workload.label == "resnet18 train amp-fp16 b8 160x128px"
+    assert Workload(model="repvgg_a0", mode="infer", reparam=True).label.endswith(" reparam")
