@@ -169,29 +169,34 @@ def workload_from_row(row: dict[str, str]) -> Workload:
 
 def _timm_reparam_run(row: dict[str, str]) -> bool:
     """Whether a ground-truth row comes from timm's benchmark CSVs recorded with `--reparam`: those of PyTorch 2.9
-    on. No column says so; the RTX 4090's PyTorch 2.9.1 file shows it. There every reparameterizable family (RepVGG,
-    MobileOne, FastViT, RepGhost, RepViT, LeViT, EfficientViT-M) runs 1.2-2.2x faster against the same models in the
-    RTX 3090's and the RTX 4090's PyTorch 2.4 files than the other 635 models do (1.03x), each by about the factor
-    its folded form counts (benchmarks/accuracy/README.md, "Reparameterized inference")."""
-    if "pytorch-image-models" not in (row.get("source") or ""):
-        return False
-    words = (row.get("software") or "").lower().split()
+    on. No column says so; the RTX 4090's PyTorch 2.9.1 file shows it. There the reparameterizable families (RepVGG,
+    MobileOne, FastViT, RepGhost, RepViT, LeViT, EfficientViT-M) run 1.4x faster on average against the same models
+    in the RTX 3090's PyTorch 2.4 file than the other 635 models do (1.03x), each by about the factor its folded form
+    counts (benchmarks/accuracy/README.md, "Reparameterized inference")."""
+    release = _torch_release(row.get("software") or "")
+    return "pytorch-image-models" in (row.get("source") or "") and release is not None and release >= (2, 9)
+
+
+def _torch_release(software: str) -> tuple[int, int] | None:
+    """(major, minor) of "torch X.Y..." in a ground-truth row's software column, if it names one."""
+    words = software.lower().split()
     if "torch" not in words or words.index("torch") + 1 >= len(words):
-        return False
-    version = words[words.index("torch") + 1].split(".")
+        return None
+    parts = words[words.index("torch") + 1].split(".")
     try:
-        return (int(version[0]), int(version[1])) >= (2, 9)
+        return int(parts[0]), int(parts[1])
     except (ValueError, IndexError):
-        return False
+        return None
 
 
 def _before_torch_2(software: str) -> bool:
     """Whether a ground-truth row's software column ("torch 1.12 cu113", "NGC PyTorch 22.09/22.10") names PyTorch
     1.x. NGC containers before 23.05 carry PyTorch 1.x."""
+    release = _torch_release(software)
+    if release is not None:
+        return release[0] == 1
     words = software.lower().split()
-    if "torch" in words and words.index("torch") + 1 < len(words):
-        return words[words.index("torch") + 1].startswith("1.")
     if "ngc" in words and "pytorch" in words and words.index("pytorch") + 1 < len(words):
-        release = words[words.index("pytorch") + 1].split("/")[0]
-        return release < "23.05"
+        container = words[words.index("pytorch") + 1].split("/")[0]
+        return container < "23.05"
     return False
