@@ -1,6 +1,6 @@
 """On a real NVIDIA GPU (the H200 test host): a green context really takes SMs away, the timing path captures a
-CUDA graph, one built step is captured again under each green context, and the memory cap turns a workload too big
-for the target into OOM. Skipped without CUDA."""
+CUDA graph, one built step is captured again under each green context, the memory cap turns a workload too big
+for the target into OOM, and a reparameterized model runs folded. Skipped without CUDA."""
 
 from __future__ import annotations
 
@@ -53,6 +53,18 @@ def test_measure_times_resnet18_training_in_graph_mode() -> None:
     assert result.timing_mode == "graph"
     assert result.min_ms is not None and 0 < result.min_ms <= (result.median_ms or 0)
     assert result.peak_memory_gb is not None and result.peak_memory_gb > 0
+
+
+def test_a_reparameterized_repvgg_runs_folded_and_faster() -> None:
+    from engine.timing import measure
+
+    plain, folded = (measure(Workload(model="repvgg_a0", mode="infer", batch_size=256, reparam=reparam), windows=3,
+                             window_ms=20.0) for reparam in (False, True))
+    assert plain.status == folded.status == "done", (plain.error, folded.error)
+    assert plain.min_ms and folded.min_ms
+    # Half the tensor-core launches and a fraction of the memory traffic: the H200 ran the development file's RepVGG
+    # rows 1.76x faster folded; ask for well under that.
+    assert folded.min_ms < 0.85 * plain.min_ms, (folded.min_ms, plain.min_ms)
 
 
 def test_memory_cap_turns_a_workload_too_big_for_the_target_into_oom() -> None:
