@@ -23,9 +23,9 @@ from engine.estimators.roofline import Efficiency, roofline_ms
 # bytes in flight per SM and cycle: about 0.45 of its 4.8 TB/s) and on parts with 2,048 to 4,096 tensor FLOP per SM
 # and cycle; a training step runs 1.31x its counts; L2 serves 0.32 of the traffic of a memory-bound kernel whose
 # tensors fit in half of it (an RTX 4090's 72 MB holds what an RTX 3090's 6 MB does not).
-EFFICIENCY = Efficiency(tensor=0.9684, simt=0.0578, memory=0.9260, launch_us=5.0, matmul32=0.9627, layout=0.4926,
-                        strided=0.9923, bytes_per_sm_cycle=8.6755, tensor_flop_per_sm_cycle=2205.5,
-                        training_overhead=1.3143, l2_reuse=0.3233, serial_ns=360.2)
+EFFICIENCY = Efficiency(tensor=0.9677, simt=0.0561, memory=0.9270, launch_us=5.0, matmul32=0.9973, layout=0.4953,
+                        strided=0.9905, bytes_per_sm_cycle=8.6806, tensor_flop_per_sm_cycle=2144.3,
+                        training_overhead=1.3102, l2_reuse=0.3232, serial_ns=360.2)
 
 
 class AnalyticEstimator(Estimator):

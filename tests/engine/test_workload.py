@@ -192,6 +192,13 @@ def test_timm_benchmark_rows_from_pytorch_2_9_on_are_reparameterized(software: s
     assert workload_from_row(row).reparam is reparam
 
 
+def test_a_row_that_says_it_was_measured_folded_is_a_reparam_workload() -> None:
+    row = {"model": "repvgg_a0", "mode": "infer", "batch_size": "8", "resolution": "224", "precision": "amp-fp16",
+           "memory_format": "nchw", "optimizer": "none", "reparam": "true"}
+    assert workload_from_row(row).reparam is True
+    assert workload_from_row({**row, "reparam": "false"}).reparam is False
+
+
 def test_canonical_form_round_trips_to_the_same_workload() -> None:
     for workload in (Workload(model="test_vit", mode="infer", resolution=[160, 128]),
                      Workload(model="resnet18", optimizer="sgd-nesterov", batch_size=8),
