@@ -9,7 +9,8 @@ right: what fit then depended on that day's torch and cuDNN, not on the model al
 
     python3 benchmarks/accuracy/memory_peaks.py .gt/timm-infer-amp-nchw-rtx3090-pt240.csv --out peaks.jsonl \\
         --seconds 300
-    python benchmarks/accuracy/memory_peaks.py --summarize benchmarks/accuracy/h200-memory-peaks.jsonl
+    python benchmarks/accuracy/memory_peaks.py --summarize benchmarks/accuracy/h200-memory-peaks.jsonl \\
+        --counts-cache benchmarks/accuracy/counts.xz ../shared/groundtruth/timm-infer-amp-n*-rtx3090-pt240.csv
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memory import next_larger
+from count_cache import read_cache
+from engine.estimators.memory import predict_memory
+from memory import next_larger, scaled
 from understudy.catalog import catalog
 from understudy.workload import Workload, workload_from_row
 from engine.workloads import make_step
@@ -56,14 +59,45 @@ def peak(workload: Workload, cap_gib: float) -> dict[str, object]:
     return result
 
 
-def summarize(path: Path) -> dict[str, object]:
-    """How many rows the capped host reproduces: the recorded batch fits, the next larger does not, both."""
+def summarize(path: Path, files: list[Path], counts_cache: Path | None) -> dict[str, object]:
+    """How many rows the capped host reproduces: the recorded batch fits, the next larger does not, both. With the
+    timm files and a counts cache, also how many of the capped host's own facts the GPU-free prediction
+    (engine.estimators.memory) gets right: a check of the prediction against today's software."""
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     fits = sum(r["recorded"]["fit"] for r in records)
     ooms = sum(not r["above"]["fit"] for r in records)
     both = sum(r["recorded"]["fit"] and not r["above"]["fit"] for r in records)
-    return {"rows": len(records), "fits_at_recorded": fits, "oom_above": ooms, "both_right": both,
-            "both_right_percent": round(100 * both / max(1, len(records)), 1)}
+    summary: dict[str, object] = {"rows": len(records), "fits_at_recorded": fits, "oom_above": ooms,
+                                  "both_right": both, "both_right_percent": round(100 * both / max(1, len(records)), 1)}
+    if files and counts_cache:
+        counts = read_cache(counts_cache)
+        workloads = {}
+        for file in files:
+            for row in read_rows([file]):
+                try:
+                    workload = workload_from_row(row)
+                except Exception:  # noqa: BLE001 - a model this timm lacks
+                    continue
+                workloads[(file.name, workload.model, workload.batch_size, workload.resolution[0])] = workload
+        facts = rows_right = 0
+        predicted = []
+        for record in records:
+            workload = workloads.get((record["file"], record["model"], record["batch"], record["resolution"]))
+            found = counts.get(workload.digest()) if workload else None
+            if workload is None or found is None:
+                continue
+            right = []
+            for key, batch in (("recorded", record["batch"]), ("above", record["larger"])):
+                estimate = predict_memory(scaled(found, batch / record["batch"]),
+                                          workload.model_copy(update={"batch_size": batch}))
+                right.append((estimate.total_gb <= record["cap_gib"]) == record[key]["fit"])
+            predicted.append(record)
+            facts += sum(right)
+            rows_right += all(right)
+        summary["prediction_vs_capped_host"] = {
+            "rows": len(predicted), "facts_right": facts, "facts": 2 * len(predicted),
+            "rows_both_right_percent": round(100 * rows_right / max(1, len(predicted)), 1)}
+    return summary
 
 
 def main() -> None:
@@ -72,9 +106,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--seconds", type=float, default=300)
     parser.add_argument("--summarize", type=Path, help="print how many rows of this log the capped host reproduced")
+    parser.add_argument("--counts-cache", type=Path,
+                        help="with --summarize and the timm files: also score the prediction on the capped host's "
+                        "facts")
     args = parser.parse_args()
     if args.summarize:
-        print(json.dumps(summarize(args.summarize)))
+        print(json.dumps(summarize(args.summarize, args.files, args.counts_cache)))
         return
     if not args.files or args.out is None:
         parser.error("give the timm files and --out (or --summarize LOG)")
