@@ -16,16 +16,17 @@ from engine.estimators.base import Estimate, Estimator, out_of_memory
 from engine.estimators.roofline import Efficiency, roofline_ms
 
 # Chosen by benchmarks/accuracy/fit_constants.py on every timm row and the H200's own rows (analytic-logo.json,
-# "chosen_on_all"), with two held: a serial kernel's 360 ns per iteration, as the H200's profile shows it
-# (efficientformerv2_s0's two resizes: 2 x 262,144 iterations in 189 ms), and the launch cost, 5 us (left free it
-# grows to 30-80 us, which fits batch-1024 rows no better and makes small batches absurdly slow). Depthwise
-# convolutions reach only a few percent of FP32 peak (they are memory-bound); the two caps bind on the H200 (8.7
-# bytes in flight per SM and cycle: about 0.45 of its 4.8 TB/s) and on parts with 2,048 to 4,096 tensor FLOP per SM
-# and cycle; a training step runs 1.31x its counts; L2 serves 0.32 of the traffic of a memory-bound kernel whose
-# tensors fit in half of it (an RTX 4090's 72 MB holds what an RTX 3090's 6 MB does not).
-EFFICIENCY = Efficiency(tensor=0.9677, simt=0.0561, memory=0.9270, launch_us=5.0, matmul32=0.9973, layout=0.4953,
-                        strided=0.9905, bytes_per_sm_cycle=8.6806, tensor_flop_per_sm_cycle=2144.3,
-                        training_overhead=1.3102, l2_reuse=0.3232, serial_ns=360.2)
+# "chosen_on_all"), with three held: a serial kernel's 360 ns per iteration, as the H200's profile shows it
+# (efficientformerv2_s0's two resizes: 2 x 262,144 iterations in 189 ms), the launch cost, 5 us (left free it grows
+# to 30-80 us, which fits batch-1024 rows no better and makes small batches absurdly slow), and the strided weight, 1
+# (the strided kernels' own bytes-in-flight limit prices them instead; with both free they trade off). Depthwise
+# convolutions reach only a few percent of FP32 peak (they are memory-bound); the caps bind on the H200 (8.75 bytes in
+# flight per SM and cycle, about 0.48 of its 4.8 TB/s; 7.4 for a strided kernel) and on parts with 2,048 to 4,096
+# tensor FLOP per SM and cycle; a training step runs 1.31x its counts; L2 serves 0.32 of the traffic of a
+# memory-bound kernel whose tensors fit in half of it (an RTX 4090's 72 MB holds what an RTX 3090's 6 MB does not).
+EFFICIENCY = Efficiency(tensor=0.9691, simt=0.0557, memory=0.9274, launch_us=5.0, matmul32=0.9717, layout=0.4960,
+                        strided=1.0, bytes_per_sm_cycle=8.7529, strided_bytes_per_sm_cycle=7.445,
+                        tensor_flop_per_sm_cycle=2111.5, training_overhead=1.3110, l2_reuse=0.3230, serial_ns=360.2)
 
 
 class AnalyticEstimator(Estimator):

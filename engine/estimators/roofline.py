@@ -44,6 +44,10 @@ class Efficiency:
     # x clock. Binds on a GPU with much bandwidth per SM (an H200's PyTorch kernels reach a third of its 4.8 TB/s);
     # 0: no such limit.
     bytes_per_sm_cycle: float = 0.0
+    # The same limit for a strided kernel (a gather from a permuted tensor): its uncoalesced accesses keep fewer bytes
+    # in flight, so where the dense limit binds (an H200, the data-center parts) it binds harder; on a GeForce card,
+    # with a tenth of an H200's bandwidth per SM, neither does. 0: no limit of its own.
+    strided_bytes_per_sm_cycle: float = 0.0
     # Tensor-core FLOP an SM can be fed per cycle: its shared memory and registers deliver operands at a fixed rate
     # per cycle, so the chips whose tensor cores do 1,024 to 4,096 dense FLOP per SM and cycle (workstation and
     # data-center parts) reach a smaller share of that peak than GeForce cards at 512. 0: no such limit.
@@ -77,11 +81,13 @@ class Efficiency:
             reached = min(reached, self.tensor_flop_per_sm_cycle * gpu.sm_count * gpu.sustained_clock() / 1e6)
         return reached
 
-    def bandwidth_gbps(self, gpu: TargetSpec) -> float:
-        """The bandwidth a memory-bound kernel reaches on `gpu`: a share of its peak, or the issue limit."""
+    def bandwidth_gbps(self, gpu: TargetSpec, strided: bool = False) -> float:
+        """The bandwidth a memory-bound kernel (a strided one if `strided`) reaches on `gpu`: a share of its peak,
+        or the issue limit."""
         reached = gpu.memory_bandwidth_gbps * self.memory
-        if self.bytes_per_sm_cycle > 0:
-            reached = min(reached, self.bytes_per_sm_cycle * gpu.sm_count * gpu.sustained_clock() / 1e3)
+        limits = (self.bytes_per_sm_cycle, self.strided_bytes_per_sm_cycle if strided else 0.0)
+        for per_sm_cycle in (limit for limit in limits if limit > 0):
+            reached = min(reached, per_sm_cycle * gpu.sm_count * gpu.sustained_clock() / 1e3)
         return reached
 
 
@@ -111,7 +117,7 @@ def roofline_ms(counts: WorkloadCounts, gpu: TargetSpec, precision: str, eff: Ef
         "depthwise": gpu.sustained_fp32_tflops() * 1e12 * eff.simt,
         "serial": eff.serial_rate(),
     }
-    bandwidth = eff.bandwidth_gbps(gpu) * 1e9
+    dense, strided = eff.bandwidth_gbps(gpu) * 1e9, eff.bandwidth_gbps(gpu, strided=True) * 1e9
     totals = {"tensor": 0.0, "simt": 0.0, "other": 0.0}
     if not counts.ops:
         return totals
@@ -121,6 +127,7 @@ def roofline_ms(counts: WorkloadCounts, gpu: TargetSpec, precision: str, eff: Ef
     moved = dram_bytes(np.array([moved for _, _, moved in counts.ops], dtype=float) * weights, gpu,
                        reuse or eff.reuse())
     rates = np.array([rate_of_kind.get(kind, 1.0) for kind in kinds])
+    bandwidth = np.array([strided if kind == "strided" else dense for kind in kinds])
     compute = np.divide(flops, rates, out=np.zeros_like(flops), where=flops > 0)
     seconds = np.maximum(compute, moved / bandwidth) + eff.launch_us * 1e-6
     scale = 1e3 * (eff.training_overhead if training else 1.0)

@@ -111,3 +111,17 @@ def test_a_bilinear_resize_loops_over_images_and_channels_on_nchw_and_not_on_cha
         with mode:
             F.interpolate(x, scale_factor=2, mode="bilinear")
         assert [(kind, flops) for kind, flops, _ in mode.ops] == expected
+
+
+def test_a_strided_kernel_is_capped_by_the_fewer_bytes_it_keeps_in_flight() -> None:
+    # Dense: 10 bytes per SM and cycle x 10 SMs x 1 GHz = 100 GB/s; strided: 4 x 10 x 1 GHz = 40 GB/s. 1 GB each.
+    eff = Efficiency(tensor=1.0, simt=0.05, memory=1.0, launch_us=0.0, bytes_per_sm_cycle=10.0,
+                     strided_bytes_per_sm_cycle=4.0)
+    priced = roofline_ms(WorkloadCounts(ops=[("memory", 0.0, 1e9), ("strided", 0.0, 1e9)]), GPU, "amp-fp16", eff)
+    assert priced["other"] == pytest.approx(10 + 25)
+
+
+def test_the_strided_limit_does_not_bind_where_bandwidth_per_sm_is_low() -> None:
+    # 200 bytes per SM and cycle x 10 SMs x 1 GHz = 2,000 GB/s, above the 1,000 GB/s peak: 1 GB takes 1 ms.
+    eff = Efficiency(tensor=1.0, simt=0.05, memory=1.0, launch_us=0.0, strided_bytes_per_sm_cycle=200.0)
+    assert roofline_ms(WorkloadCounts(ops=[("strided", 0.0, 1e9)]), GPU, "fp32", eff)["other"] == pytest.approx(1.0)
