@@ -41,12 +41,12 @@ class Efficiency:
     layout: float = 1.0  # share of the counted NCHW<->NHWC conversion bytes a GPU really moves
     strided: float = 1.0  # how much slower than a dense one a kernel gathering from a permuted tensor moves its bytes
     # Bytes a memory-bound kernel keeps in flight per SM and cycle (Little's law): its bandwidth is at most this x SMs
-    # x clock. Binds on a GPU with much bandwidth per SM (an H200's PyTorch kernels reach a third of its 4.8 TB/s);
+    # x clock. Binds on a GPU with much bandwidth per SM (an H200's PyTorch kernels reach about half of its 4.8 TB/s);
     # 0: no such limit.
     bytes_per_sm_cycle: float = 0.0
     # The same limit for a strided kernel (a gather from a permuted tensor): its uncoalesced accesses keep fewer bytes
     # in flight, so where the dense limit binds (an H200, the data-center parts) it binds harder; on a GeForce card,
-    # with a tenth of an H200's bandwidth per SM, neither does. 0: no limit of its own.
+    # with a fifth of an H200's bandwidth per SM, neither does. 0: no limit of its own.
     strided_bytes_per_sm_cycle: float = 0.0
     # Tensor-core FLOP an SM can be fed per cycle: its shared memory and registers deliver operands at a fixed rate
     # per cycle, so the chips whose tensor cores do 1,024 to 4,096 dense FLOP per SM and cycle (workstation and
