@@ -4,8 +4,9 @@ For each back-off row of a timm inference file (see memory.py), run timm's infer
 benchmark.py does (eval mode, AMP, cudnn.benchmark, the file's memory format) at the recorded batch and at the next
 larger batch of timm's decay, with the caching allocator capped at the card's memory
 (torch.cuda.set_per_process_memory_fraction). Written per run: whether it fit, and the peak allocated and reserved
-bytes. Whether the capped host reproduces the file's facts says how much of them any prediction can hope to get
-right: what fit then depended on that day's torch and cuDNN, not on the model alone (benchmarks/accuracy/README.md).
+bytes (appended to OUT; rows already there are skipped, so a later call goes on where one ran out of time). Whether
+the capped host reproduces the file's facts says how much of them any prediction can hope to get right: what fit
+then depended on that day's torch and cuDNN, not on the model alone (benchmarks/accuracy/README.md).
 
     python3 benchmarks/accuracy/memory_peaks.py .gt/timm-infer-amp-nchw-rtx3090-pt240.csv --out peaks.jsonl \\
         --seconds 300
@@ -125,6 +126,10 @@ def main() -> None:
             if batch < usual:
                 jobs.append((path.name, row, batch, next_larger(batch, usual)))
     random.Random(0).shuffle(jobs)
+    done = set()
+    if args.out.exists():
+        done = {(r["file"], r["model"], r["resolution"], r["batch"])
+                for r in (json.loads(line) for line in args.out.read_text().splitlines() if line.strip())}
     started = time.monotonic()
     with args.out.open("a") as out:
         for name, row, batch, larger in jobs:
@@ -133,6 +138,8 @@ def main() -> None:
             try:
                 workload = workload_from_row(row)
             except Exception:  # noqa: BLE001 - a model this timm lacks
+                continue
+            if (name, row["model"], workload.resolution[0], batch) in done:
                 continue
             cap = catalog().get(row["target"]).memory_size_gb
             record = {"file": name, "model": row["model"], "resolution": workload.resolution[0], "batch": batch,

@@ -14,8 +14,9 @@ reported on the RTX 4090's (benchmarks/accuracy/memory.py, benchmarks/accuracy/m
 the prediction stays within its memory (nominal GB read as GiB: a "24 GB" card has 24 GiB). The prediction rarely
 calls a workload that ran too big (1-4 % of the rows timm ran at its usual batch) and gets both back-off facts right
 for about 60 % of the rows; the H200 itself, its allocator capped at 24 GiB and running today's torch and cuDNN,
-reproduces both for 58 % of those it ran (benchmarks/accuracy/memory_peaks.py): what fit on the card then depended
-on that day's software (cuDNN's benchmark-mode workspaces, the allocator's fragmentation) as much as on the model.
+reproduces both for 48-54 % of those it ran (benchmarks/accuracy/memory_peaks.py), while this prediction gets 90 %
+of that capped H200's own fit and OOM facts right: what fit on the card then depended on that day's software
+(cuDNN's benchmark-mode workspaces, the allocator's fragmentation) as much as on the model.
 """
 
 from __future__ import annotations
