@@ -60,11 +60,16 @@ def peak(workload: Workload, cap_gib: float) -> dict[str, object]:
     return result
 
 
+def read_log(path: Path) -> list[dict]:
+    """The records of a log this script wrote."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def summarize(path: Path, files: list[Path], counts_cache: Path | None) -> dict[str, object]:
     """How many rows the capped host reproduces: the recorded batch fits, the next larger does not, both. With the
     timm files and a counts cache, also how many of the capped host's own facts the GPU-free prediction
     (engine.estimators.memory) gets right: a check of the prediction against today's software."""
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records = read_log(path)
     fits = sum(r["recorded"]["fit"] for r in records)
     ooms = sum(not r["above"]["fit"] for r in records)
     both = sum(r["recorded"]["fit"] and not r["above"]["fit"] for r in records)
@@ -80,8 +85,7 @@ def summarize(path: Path, files: list[Path], counts_cache: Path | None) -> dict[
                 except Exception:  # noqa: BLE001 - a model this timm lacks
                     continue
                 workloads[(file.name, workload.model, workload.batch_size, workload.resolution[0])] = workload
-        facts = rows_right = 0
-        predicted = []
+        scored = facts = rows_right = 0
         for record in records:
             workload = workloads.get((record["file"], record["model"], record["batch"], record["resolution"]))
             found = counts.get(workload.digest()) if workload else None
@@ -92,12 +96,12 @@ def summarize(path: Path, files: list[Path], counts_cache: Path | None) -> dict[
                 estimate = predict_memory(scaled(found, batch / record["batch"]),
                                           workload.model_copy(update={"batch_size": batch}))
                 right.append((estimate.total_gb <= record["cap_gib"]) == record[key]["fit"])
-            predicted.append(record)
+            scored += 1
             facts += sum(right)
             rows_right += all(right)
         summary["prediction_vs_capped_host"] = {
-            "rows": len(predicted), "facts_right": facts, "facts": 2 * len(predicted),
-            "rows_both_right_percent": round(100 * rows_right / max(1, len(predicted)), 1)}
+            "rows": scored, "facts_right": facts, "facts": 2 * scored,
+            "rows_both_right_percent": round(100 * rows_right / max(1, scored), 1)}
     return summary
 
 
@@ -126,10 +130,8 @@ def main() -> None:
             if batch < usual:
                 jobs.append((path.name, row, batch, next_larger(batch, usual)))
     random.Random(0).shuffle(jobs)
-    done = set()
-    if args.out.exists():
-        done = {(r["file"], r["model"], r["resolution"], r["batch"])
-                for r in (json.loads(line) for line in args.out.read_text().splitlines() if line.strip())}
+    done = {(r["file"], r["model"], r["resolution"], r["batch"])
+            for r in (read_log(args.out) if args.out.exists() else [])}
     started = time.monotonic()
     with args.out.open("a") as out:
         for name, row, batch, larger in jobs:
