@@ -1,13 +1,18 @@
-"""Score the predicted peak memory (engine.estimators.memory) on timm's OOM back-off, and choose its two allocator
-constants on some files while reporting the others.
+"""Score the predicted peak memory (engine.estimators.memory) on timm's OOM back-off, and choose its allocator
+constants on some rows while reporting the others.
 
-timm's benchmark starts every inference run at the file's usual batch (1024; 512 in the RTX 4090 channels-last file)
-and on OOM steps down its decay (1024, 768, 512, 384, 256, 192, 128, ...). A row recorded below the usual batch is
-therefore two facts about that 24 GB card: the recorded batch fits, and the next larger batch of the decay did not.
-A row at the usual batch says only that it fits. Every check here is one of those facts.
+timm's benchmark starts every run at the file's usual batch (1024 for inference, 512 in the RTX 4090 channels-last
+file and for training) and on OOM steps down its decay (1024, 768, 512, 384, 256, 192, 128, ...). A row recorded
+below the usual batch is therefore two facts about that 24 GB card: the recorded batch fits, and the next larger
+batch of the decay did not. A row at the usual batch says only that it fits. Every check here is one of those facts.
 
-    python benchmarks/accuracy/memory.py ../shared/groundtruth/timm-infer-*.csv --counts-cache /tmp/counts.pkl \\
-        --choose-on rtx3090 --json benchmarks/accuracy/memory.json
+The inference constants (slack and fixed amount) are chosen on the inference files named by --choose-on and reported
+on the others. The training slack is chosen on half of the training files' models (a fixed split by name) and
+reported on the other half ("held_out_models"); the fixed amount, the CUDA context, is the inference choice.
+
+    python benchmarks/accuracy/memory.py ../shared/groundtruth/timm-infer-*.csv \\
+        ../shared/groundtruth/timm-train-*.csv --counts-cache /tmp/counts.pkl --choose-on rtx3090 \\
+        --json benchmarks/accuracy/memory.json
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import itertools
 import json
 import math
 import sys
+import zlib
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -26,10 +32,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from count_cache import read_cache
 from understudy.catalog import catalog
-from understudy.workload import workload_from_row
+from understudy.workload import Workload, workload_from_row
 from engine.counting import WorkloadCounts
 from engine.estimators.memory import ALLOCATOR, AllocatorModel, fits, predict_memory
 from evaluation.evaluate import read_rows
+
+
+INFERENCE_SLACKS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
+FIXED_GB = (0.3, 0.5, 0.75, 1.0, 1.25, 1.5)
+TRAINING_SLACKS = tuple(step / 50 for step in range(16))  # 0 to 0.3
 
 
 def decay_step(batch: int) -> int:
@@ -49,9 +60,19 @@ def next_larger(batch: int, usual: int) -> int:
     return previous
 
 
-def scaled(counts: WorkloadCounts, factor: float) -> WorkloadCounts:
-    """Inference counts at `factor` times the batch: activations and inputs grow with it, weights do not."""
-    return replace(counts, peak_live_bytes=counts.peak_live_bytes * factor, input_bytes=counts.input_bytes * factor)
+def scaled(counts: WorkloadCounts, factor: float, workload: Workload) -> WorkloadCounts:
+    """Counts at `factor` times the batch: activations and inputs grow with it, weights do not, nor do the parts of a
+    training step's traced peak that are per weight (the fp32 gradients and, under AMP, autocast's 16-bit copies)."""
+    per_weight = 0.0
+    if workload.mode == "train":
+        per_weight = counts.param_bytes * (1.5 if workload.precision.startswith("amp") else 1.0)
+    per_batch = max(counts.peak_live_bytes - per_weight, 0.0)
+    return replace(counts, peak_live_bytes=per_weight + per_batch * factor, input_bytes=counts.input_bytes * factor)
+
+
+def held_out(model: str) -> bool:
+    """The half of the models the training slack is reported on, not chosen on (a fixed split by name)."""
+    return zlib.crc32(model.encode()) % 2 == 1
 
 
 def checks(files: list[Path], counts: dict) -> list[dict]:
@@ -75,7 +96,7 @@ def checks(files: list[Path], counts: dict) -> list[dict]:
                 larger = next_larger(batch, usual)
                 bigger = workload.model_copy(update={"batch_size": larger})
                 out.append({"file": path.name, "kind": "oom-above", "backoff": True, "model": row["model"],
-                            "batch": larger, "workload": bigger, "counts": scaled(found, larger / batch),
+                            "batch": larger, "workload": bigger, "counts": scaled(found, larger / batch, workload),
                             "target": target, "expect_fit": False})
     return out
 
@@ -106,6 +127,12 @@ def score(items: list[dict], model: AllocatorModel) -> dict[str, dict[str, float
     return result
 
 
+def accuracy(items: list[dict], model: AllocatorModel) -> float:
+    """What a choice maximises: the back-off rows with both facts right plus the usual-batch rows called fitting, in
+    percent, summed over the files."""
+    return sum(f["backoff_both_right"] + f["usual_batch_fit_right"] for f in score(items, model).values())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("files", nargs="+", type=Path)
@@ -115,18 +142,23 @@ def main() -> None:
     args = parser.parse_args()
     counts = read_cache(args.counts_cache)
     items = checks(args.files, counts)
+    training = [i for i in items if i["workload"].mode == "train"]
     model = ALLOCATOR
     if args.choose_on:
-        chosen = [i for i in items if args.choose_on in i["file"]]
-
-        def accuracy(candidate: AllocatorModel) -> float:
-            per_file = score(chosen, candidate)
-            return sum(f["backoff_both_right"] + f["usual_batch_fit_right"] for f in per_file.values())
-
-        grid = itertools.product([0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5], [0.3, 0.5, 0.75, 1.0, 1.25, 1.5])
-        model = max((AllocatorModel(s, f) for s, f in grid), key=accuracy)
-    report = {"constants": {"activation_slack": model.activation_slack, "fixed_gb": model.fixed_gb},
-              "chosen_on": args.choose_on or "shipped", "files": score(items, model)}
+        inference = [i for i in items if args.choose_on in i["file"] and i["workload"].mode == "infer"]
+        grid = itertools.product(INFERENCE_SLACKS, FIXED_GB)
+        model = max((replace(model, inference_slack=s, fixed_gb=f) for s, f in grid),
+                    key=lambda candidate: accuracy(inference, candidate))
+        chosen = [i for i in training if args.choose_on in i["file"] and not held_out(i["model"])]
+        if chosen:
+            model = max((replace(model, training_slack=s) for s in TRAINING_SLACKS),
+                        key=lambda candidate: accuracy(chosen, candidate))
+    files = score(items, model)
+    for name, scores in score([i for i in training if held_out(i["model"])], model).items():
+        files[name]["held_out_models"] = scores
+    report = {"constants": {"inference_slack": model.inference_slack, "fixed_gb": model.fixed_gb,
+                            "training_slack": model.training_slack},
+              "chosen_on": args.choose_on or "shipped", "files": files}
     text = json.dumps(report, indent=2)
     print(text)
     if args.json:

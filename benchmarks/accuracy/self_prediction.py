@@ -28,7 +28,7 @@ from understudy.catalog import catalog
 from understudy.results import HostSetting
 from understudy.workload import workload_from_row
 from engine.estimators.analytic import EFFICIENCY
-from engine.estimators.memory import predict_memory
+from engine.estimators.memory import GIB, predict_memory
 from engine.estimators.roofline import roofline_ms
 from evaluation.evaluate import read_rows
 from engine.measurement_log import MeasurementLog
@@ -61,15 +61,17 @@ def main() -> None:
         predicted = sum(roofline_ms(counts[digest], target, workload.precision, EFFICIENCY,
                                     training=workload.mode == "train").values())
         memory = predict_memory(counts[digest], workload).total_gb
+        # The host reports decimal GB (engine.timing), the prediction GiB.
+        peak = found.peak_memory_gb * 1e9 / GIB if found.peak_memory_gb else None
         label = f"{workload.precision} {workload.memory_format}"
         for key in (label, f"{label} {workload.mode}"):
             groups[key].append({"model": workload.model, "mode": workload.mode, "predicted_ms": predicted,
-                                "measured_ms": float(found.min_ms), "predicted_gb": memory,
-                                "measured_peak_gb": found.peak_memory_gb})
+                                "measured_ms": float(found.min_ms), "predicted_gib": memory,
+                                "measured_peak_gib": peak})
     report = {}
     for key, items in sorted(groups.items()):
         ratios = np.array([i["predicted_ms"] / i["measured_ms"] for i in items])
-        memory = [i["predicted_gb"] / i["measured_peak_gb"] for i in items if i["measured_peak_gb"]]
+        memory = [i["predicted_gib"] / i["measured_peak_gib"] for i in items if i["measured_peak_gib"]]
         worst = max(items, key=lambda i: abs(math.log(i["predicted_ms"] / i["measured_ms"])))
         report[key] = {"n": len(items), "mape": round(float(np.mean(np.abs(ratios - 1))) * 100, 1),
                        "bias": round((math.exp(float(np.mean(np.log(ratios)))) - 1) * 100, 1),
