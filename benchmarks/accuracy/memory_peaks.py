@@ -1,8 +1,9 @@
 """On the GPU host: the peak memory of timm's OOM back-off rows, with the host's memory capped at the row's card.
 
-For each back-off row of a timm inference file (see memory.py), run timm's inference benchmark step as timm's
-benchmark.py does (eval mode, AMP, cudnn.benchmark, the file's memory format) at the recorded batch and at the next
-larger batch of timm's decay, with the caching allocator capped at the card's memory
+For each back-off row of a timm file (see memory.py), run the step as timm's benchmark.py does (an inference file's
+in eval mode, a training file's forward, backward and optimizer step; AMP, cudnn.benchmark, the file's memory format)
+at the recorded batch and at the next larger batch of timm's decay, with the caching allocator capped at the card's
+memory
 (torch.cuda.set_per_process_memory_fraction). Written per run: whether it fit, and the peak allocated and reserved
 bytes (appended to OUT; rows already there are skipped, so a later call goes on where one ran out of time). Whether
 the capped host reproduces the file's facts says how much of them any prediction can hope to get right: what fit
@@ -47,7 +48,7 @@ def peak(workload: Workload, cap_gib: float) -> dict[str, object]:
     fit = True
     step = None
     try:
-        step = make_step(workload, "cuda")  # the engine's inference step: no_grad, under autocast at AMP
+        step = make_step(workload, "cuda")  # the engine's step: inference under no_grad, autocast at AMP
         for _ in range(3):
             step.run()
         torch.cuda.synchronize()
@@ -93,7 +94,7 @@ def summarize(path: Path, files: list[Path], counts_cache: Path | None) -> dict[
                 continue
             right = []
             for key, batch in (("recorded", record["batch"]), ("above", record["larger"])):
-                estimate = predict_memory(scaled(found, batch / record["batch"]),
+                estimate = predict_memory(scaled(found, batch / record["batch"], workload),
                                           workload.model_copy(update={"batch_size": batch}))
                 right.append((estimate.total_gb <= record["cap_gib"]) == record[key]["fit"])
             scored += 1
