@@ -1,13 +1,12 @@
 """On the GPU host: the peak memory of timm's OOM back-off rows, with the host's memory capped at the row's card.
 
-For each back-off row of a timm file (see memory.py), run the step as timm's benchmark.py does (an inference file's
-in eval mode, a training file's forward, backward and optimizer step; AMP, cudnn.benchmark, the file's memory format)
-at the recorded batch and at the next larger batch of timm's decay, with the caching allocator capped at the card's
-memory
-(torch.cuda.set_per_process_memory_fraction). Written per run: whether it fit, and the peak allocated and reserved
-bytes (appended to OUT; rows already there are skipped, so a later call goes on where one ran out of time). Whether
-the capped host reproduces the file's facts says how much of them any prediction can hope to get right: what fit
-then depended on that day's torch and cuDNN, not on the model alone (benchmarks/accuracy/README.md).
+For each back-off row of a timm file (see memory.py), run the step as timm's benchmark.py does (an inference file's in
+eval mode, a training file's forward, backward and optimizer step; AMP, cudnn.benchmark, the file's memory format) at
+the recorded batch and at the next larger batch of timm's decay, with the caching allocator capped at the card's memory
+(torch.cuda.set_per_process_memory_fraction). Written per run: whether it fit, and the peak allocated and reserved bytes
+(appended to OUT; rows already there are skipped, so a later call goes on where one ran out of time). Whether the capped
+host reproduces the file's facts says how much of them any prediction can hope to get right: what fit then depended on
+that day's torch and cuDNN, not on the model alone (benchmarks/accuracy/README.md).
 
     python3 benchmarks/accuracy/memory_peaks.py .gt/timm-infer-amp-nchw-rtx3090-pt240.csv --out peaks.jsonl \\
         --seconds 300

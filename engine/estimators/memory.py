@@ -14,15 +14,15 @@ benchmark mode takes beside them, which the trace cannot see; a training step's 
 the gradients, large long-lived blocks the trace holds exactly (the H200's AMP training steps allocate 1.01-1.04x
 the traced peak beyond the weights and momentum), so little beyond the allocator's rounding is left to add.
 
-The inference constants were chosen on the OOM back-off rows of timm's RTX 3090 inference files and are reported on
-the RTX 4090's; the training slack on half of the models of the RTX 3090 training file, reported on the other half
-(benchmarks/accuracy/memory.py, benchmarks/accuracy/memory.json). A target "fits" while
-the prediction stays within its memory (nominal GB read as GiB: a "24 GB" card has 24 GiB). The prediction rarely
-calls a workload that ran too big (1-4 % of the rows timm ran at its usual batch) and gets both back-off facts right
-for about 60 % of the rows; the H200 itself, its allocator capped at 24 GiB and running today's torch and cuDNN,
-reproduces both for 48-54 % of those it ran (benchmarks/accuracy/memory_peaks.py), while this prediction gets 90 %
-of that capped H200's own fit and OOM facts right: what fit on the card then depended on that day's software
-(cuDNN's benchmark-mode workspaces, the allocator's fragmentation) as much as on the model.
+The inference constants were chosen on the OOM back-off rows of timm's RTX 3090 inference files and are reported on the
+RTX 4090's; the training slack on half of the models of the RTX 3090 training file, reported on the other half
+(benchmarks/accuracy/memory.py, benchmarks/accuracy/memory.json). A target "fits" while the prediction stays within its
+memory (nominal GB read as GiB: a "24 GB" card has 24 GiB). The prediction rarely calls a workload that ran too big
+(1-4 % of the rows timm ran at its usual batch) and gets both back-off facts right for about 60 % of the inference rows
+(84 % of the training rows of the models its slack was not chosen on); the H200 itself, its allocator capped at 24 GiB
+and running today's torch and cuDNN, reproduces both for 48-54 % of those it ran (benchmarks/accuracy/memory_peaks.py),
+while this prediction gets 90 % of that capped H200's own fit and OOM facts right: what fit on the card then depended on
+that day's software (cuDNN's benchmark-mode workspaces, the allocator's fragmentation) as much as on the model.
 """
 
 from __future__ import annotations
