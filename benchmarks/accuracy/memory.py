@@ -35,6 +35,7 @@ from understudy.catalog import catalog
 from understudy.workload import Workload, workload_from_row
 from engine.counting import WorkloadCounts
 from engine.estimators.memory import ALLOCATOR, AllocatorModel, fits, predict_memory
+from engine.workloads import resolve_precision
 from evaluation.evaluate import read_rows
 
 
@@ -65,7 +66,9 @@ def scaled(counts: WorkloadCounts, factor: float, workload: Workload) -> Workloa
     training step's traced peak that are per weight (the fp32 gradients and, under AMP, autocast's 16-bit copies)."""
     per_weight = 0.0
     if workload.mode == "train":
-        per_weight = counts.param_bytes * (1.5 if workload.precision.startswith("amp") else 1.0)
+        precision = resolve_precision(workload.precision)
+        copies = precision.amp_dtype.itemsize / precision.model_dtype.itemsize if precision.amp_dtype else 0.0
+        per_weight = counts.param_bytes * (1.0 + copies)
     per_batch = max(counts.peak_live_bytes - per_weight, 0.0)
     return replace(counts, peak_live_bytes=per_weight + per_batch * factor, input_bytes=counts.input_bytes * factor)
 
