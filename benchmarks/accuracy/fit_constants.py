@@ -50,7 +50,8 @@ from evaluation.evaluate import read_rows
 from engine.measurement_log import MeasurementLog
 
 ROOFLINE = ("tensor", "simt", "memory", "launch_us", "matmul32", "layout", "strided", "bytes_per_sm_cycle",
-            "strided_bytes_per_sm_cycle", "tensor_flop_per_sm_cycle", "training_overhead", "l2_reuse", "serial_ns")
+            "strided_bytes_per_sm_cycle", "tensor_flop_per_sm_cycle", "training_overhead", "training_layout",
+            "l2_reuse", "serial_ns")
 HOSTAWARE = (*ROOFLINE, "roofline_weight", "l2_fraction", "l2_usable")
 # hostaware holds analytic's constants (given per fold by --analytic-logo) and the L2 reuse (set, not fitted).
 HOSTAWARE_HELD = {"l2_fraction": 1.0, "l2_usable": 0.5}
@@ -171,6 +172,7 @@ class Priced:
         self.l2 = per_op([s.target.l2_cache_mb * 1e6 for s in samples])
         self.measured = np.array([s.measured_ms for s in samples])
         self.training = np.array([s.workload.mode == "train" for s in samples])
+        self.half_training = self.training & np.array([s.workload.precision != "fp32" for s in samples])
         self.host_ms = np.array([float(s.measurement.min_ms or 0) if s.measurement else 0.0 for s in samples])
         shares = np.array([[s.measurement.kernel_ms.get(c, 0.0) if s.measurement else 0.0 for c in CLASSES]
                            for s in samples]).reshape(len(samples), 3)
@@ -183,7 +185,9 @@ class Priced:
 
     def _bytes_weight(self, eff: Efficiency) -> np.ndarray:
         """Efficiency.bytes_weight per op."""
-        return np.array([eff.bytes_weight(kind) for kind in KINDS])[self.kind]
+        plain = np.array([eff.bytes_weight(kind, "fp32", training=False) for kind in KINDS])[self.kind]
+        half_training = np.array([eff.bytes_weight(kind, "amp-fp16", training=True) for kind in KINDS])[self.kind]
+        return np.where(self.half_training[self.index], half_training, plain)
 
     def roofline(self, eff: Efficiency, reuse: L2Reuse | None) -> np.ndarray:
         """Milliseconds per sample and class (n x 3)."""

@@ -52,10 +52,17 @@ class Efficiency:
     # per cycle, so the chips whose tensor cores do 1,024 to 4,096 dense FLOP per SM and cycle (workstation and
     # data-center parts) reach a smaller share of that peak than GeForce cards at 512. 0: no such limit.
     tensor_flop_per_sm_cycle: float = 0.0
-    # A training step's kernels run slower than their counts: backward convolutions (data and weight gradients) and
-    # normalisation backward reach less of the units than forward kernels do. Seen on the H200's own training steps
-    # and on the RTX 3090's alike; a multiplier on a training step's time.
+    # A training step's kernels run slower than their counts (backward convolutions and normalisation backward reach
+    # less of the units than forward kernels do): a multiplier on a training step's time, the same for every format.
     training_overhead: float = 1.0
+    # What a 16-bit training step's NCHW layout conversions cost beyond the forward's weight (`layout`). They stand
+    # for the NCHW backward around every tensor-core convolution: cuDNN's NCHW normalisation backward and the
+    # gradients' conversions to and from NHWC move half-precision tensors at about the element rate of fp32 ones, so
+    # at twice their cost per byte (the H200's ResNet-50 training, h200-kernel-profile.jsonl: BatchNorm 9.2 ms in AMP
+    # NCHW, 3.7 ms channels-last, 11.0 ms in fp32 NCHW for twice the bytes; transposes 3.3 ms in AMP, 3.6 ms in fp32).
+    # A channels-last step has no conversions and so no such cost; an fp32 step's kernels run at their bytes. 1: no
+    # extra.
+    training_layout: float = 1.0
     # Share of a memory-bound kernel's traffic L2 serves when its tensors fit in half the L2 (L2Reuse); 0: none.
     l2_reuse: float = 0.0
     # Nanoseconds one iteration of a "serial" kernel's per-thread loop takes (engine.counting._SERIAL): a memory
@@ -70,9 +77,11 @@ class Efficiency:
         """The L2 reuse l2_reuse describes, if any."""
         return L2Reuse(fraction=min(1.0, self.l2_reuse), usable=0.5) if self.l2_reuse > 0 else None
 
-    def bytes_weight(self, kind: str) -> float:
-        """What a kernel of `kind` costs per counted byte, relative to a dense memory-bound kernel."""
-        return {"layout": self.layout, "strided": self.strided}.get(kind, 1.0)
+    def bytes_weight(self, kind: str, precision: str, training: bool) -> float:
+        """What a kernel of `kind` costs per counted byte, relative to a dense memory-bound kernel, in a step of
+        `precision` (training if `training`)."""
+        layout = self.layout * (self.training_layout if training and precision != "fp32" else 1.0)
+        return {"layout": layout, "strided": self.strided}.get(kind, 1.0)
 
     def tensor_tflops(self, gpu: TargetSpec, precision: str) -> float:
         """The tensor rate a convolution or matmul reaches on `gpu`: a share of its peak, or the feed limit."""
@@ -123,7 +132,7 @@ def roofline_ms(counts: WorkloadCounts, gpu: TargetSpec, precision: str, eff: Ef
         return totals
     kinds = [kind for kind, _, _ in counts.ops]
     flops = np.array([flops for _, flops, _ in counts.ops], dtype=float)
-    weights = np.array([eff.bytes_weight(kind) for kind in kinds])
+    weights = np.array([eff.bytes_weight(kind, precision, training) for kind in kinds])
     moved = dram_bytes(np.array([moved for _, _, moved in counts.ops], dtype=float) * weights, gpu,
                        reuse or eff.reuse())
     rates = np.array([rate_of_kind.get(kind, 1.0) for kind in kinds])

@@ -1,6 +1,7 @@
 """Every precision and memory format priced by what the GPU runs: fp32 matmuls on the plain FP32 lanes at GEMM
 efficiency (PyTorch keeps them off TF32), convolutions on tensor cores at the precision's rate (TF32 for fp32), and
-NCHW tensor-core convolutions paying the layout conversions a channels-last workload does not."""
+NCHW tensor-core convolutions paying the layout conversions a channels-last workload does not (in a 16-bit training
+step, more: its backward's NCHW kernels)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,20 @@ def test_an_fp32_convolution_runs_on_tensor_cores_at_the_tf32_rate() -> None:
 def test_layout_conversions_are_memory_traffic_weighted_by_their_efficiency() -> None:
     # 1 GB counted, half of it really moved, at 1000 GB/s: 0.5 ms.
     assert priced([("layout", 0.0, 1e9)], "amp-fp16")["other"] == pytest.approx(0.5)
+
+
+def test_a_16_bit_training_steps_layout_conversions_cost_the_training_layout_weight_on_top() -> None:
+    eff = Efficiency(tensor=1.0, simt=0.05, memory=1.0, launch_us=0.0, layout=0.5, training_layout=3.0)
+    ops = WorkloadCounts(ops=[("layout", 0.0, 1e9)])
+    # 1 GB counted at 1,000 GB/s: half of it moved at inference, 3 x that in an AMP training step.
+    assert roofline_ms(ops, GPU, "amp-fp16", eff)["other"] == pytest.approx(0.5)
+    assert roofline_ms(ops, GPU, "amp-fp16", eff, training=True)["other"] == pytest.approx(1.5)
+
+
+def test_an_fp32_training_steps_layout_conversions_keep_the_forward_weight() -> None:
+    eff = Efficiency(tensor=1.0, simt=0.05, memory=1.0, launch_us=0.0, layout=0.5, training_layout=3.0)
+    ops = WorkloadCounts(ops=[("layout", 0.0, 1e9), ("memory", 0.0, 1e9)])
+    assert roofline_ms(ops, GPU, "fp32", eff, training=True)["other"] == pytest.approx(0.5 + 1.0)
 
 
 def test_an_nchw_convolution_adds_a_read_and_a_write_of_its_input_and_output() -> None:
