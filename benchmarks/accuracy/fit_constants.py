@@ -172,7 +172,10 @@ class Priced:
         self.l2 = per_op([s.target.l2_cache_mb * 1e6 for s in samples])
         self.measured = np.array([s.measured_ms for s in samples])
         self.training = np.array([s.workload.mode == "train" for s in samples])
-        self.half_training = self.training & np.array([s.workload.precision != "fp32" for s in samples])
+        # Each sample's (precision, training) pair, coded: Efficiency.bytes_weight depends on both.
+        steps = [(s.workload.precision, s.workload.mode == "train") for s in samples]
+        self.steps = sorted(set(steps))
+        self.step_code = np.array([self.steps.index(step) for step in steps], dtype=int)
         self.host_ms = np.array([float(s.measurement.min_ms or 0) if s.measurement else 0.0 for s in samples])
         shares = np.array([[s.measurement.kernel_ms.get(c, 0.0) if s.measurement else 0.0 for c in CLASSES]
                            for s in samples]).reshape(len(samples), 3)
@@ -185,9 +188,9 @@ class Priced:
 
     def _bytes_weight(self, eff: Efficiency) -> np.ndarray:
         """Efficiency.bytes_weight per op."""
-        plain = np.array([eff.bytes_weight(kind, "fp32", training=False) for kind in KINDS])[self.kind]
-        half_training = np.array([eff.bytes_weight(kind, "amp-fp16", training=True) for kind in KINDS])[self.kind]
-        return np.where(self.half_training[self.index], half_training, plain)
+        table = np.array([[eff.bytes_weight(kind, precision, training) for kind in KINDS]
+                          for precision, training in self.steps]).reshape(len(self.steps), len(KINDS))
+        return table[self.step_code[self.index], self.kind]
 
     def roofline(self, eff: Efficiency, reuse: L2Reuse | None) -> np.ndarray:
         """Milliseconds per sample and class (n x 3)."""
