@@ -20,9 +20,11 @@ import sys
 import zlib
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "self"))
 
-from make_workloads import BATCH, H200, MODELS as SELF_MODELS
+from evaluation.evaluate import read_rows
+from make_workloads import COLUMNS, MODELS as SELF_MODELS, host_rows
 
 PRECISIONS = ("fp32", "amp-bf16")
 MAX_RESOLUTION = 288  # fp32 steps of larger images take seconds at these batches
@@ -35,21 +37,17 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=COUNT)
     args = parser.parse_args()
     resolution: dict[str, int] = {}
-    with args.training_file.open() as handle:
-        for row in csv.DictReader(handle):
-            if row["model"] not in SELF_MODELS and int(row["resolution"]) <= MAX_RESOLUTION:
-                resolution.setdefault(row["model"], int(row["resolution"]))
+    for row in read_rows([args.training_file]):
+        if row["model"] not in SELF_MODELS and int(row["resolution"]) <= MAX_RESOLUTION:
+            resolution.setdefault(row["model"], int(row["resolution"]))
     models = sorted(resolution, key=lambda name: zlib.crc32(name.encode()))[:args.count]
     out = csv.writer(sys.stdout, lineterminator="\n")
-    out.writerow(["target", "model", "mode", "precision", "batch_size", "resolution", "memory_format", "optimizer",
-                  "latency_ms", "software", "source"])
+    out.writerow(COLUMNS)
     # Model by model, so a measurement cut short by its time budget loses whole models, not one precision.
     for model in models:
         for precision in PRECISIONS:
-            for mode, batch in BATCH.items():
-                out.writerow([H200, model, mode, precision, batch, resolution[model], "nchw",
-                              "sgd" if mode == "train" else "none", 0, "measured on the host",
-                              "benchmarks/accuracy/precision_workloads.py (the host's own measurement)"])
+            out.writerows(host_rows(model, precision, resolution[model], "nchw",
+                                    "benchmarks/accuracy/precision_workloads.py (the host's own measurement)"))
 
 
 if __name__ == "__main__":

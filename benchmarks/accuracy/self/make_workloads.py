@@ -25,16 +25,24 @@ SETS = (("fp32", "nchw"), ("amp-fp16", "nchw"), ("amp-bf16", "nchw"), ("amp-fp16
 BATCH = {"infer": 256, "train": 64}
 
 
+COLUMNS = ("target", "model", "mode", "precision", "batch_size", "resolution", "memory_format", "optimizer",
+           "latency_ms", "software", "source")
+
+
+def host_rows(model: str, precision: str, resolution: int, memory_format: str, source: str) -> list[list[object]]:
+    """One model's rows of a host workload list, at inference and training (BATCH): the H200 as the target, latency 0
+    (the measurement comes from the log)."""
+    return [[H200, model, mode, precision, batch, resolution, memory_format, "sgd" if mode == "train" else "none", 0,
+             "measured on the host", source] for mode, batch in BATCH.items()]
+
+
 def main() -> None:
     out = csv.writer(sys.stdout, lineterminator="\n")
-    out.writerow(["target", "model", "mode", "precision", "batch_size", "resolution", "memory_format", "optimizer",
-                  "latency_ms", "software", "source"])
+    out.writerow(COLUMNS)
     for precision, memory_format in SETS:
         for model in MODELS:
-            for mode, batch in BATCH.items():
-                optimizer = "sgd" if mode == "train" else "none"
-                out.writerow([H200, model, mode, precision, batch, 224, memory_format, optimizer, 0,
-                              "measured on the host", "benchmarks/accuracy/self (the host's own measurement)"])
+            out.writerows(host_rows(model, precision, 224, memory_format,
+                                    "benchmarks/accuracy/self (the host's own measurement)"))
 
 
 if __name__ == "__main__":
