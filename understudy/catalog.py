@@ -79,6 +79,18 @@ class TargetSpec(BaseModel):
     def sustained_fp32_tflops(self) -> float:
         return float(self.fp32_tflops or 0) * self.sustained_clock() / self.boost_clock_mhz
 
+    def fp32_share_beside_int32(self) -> float:
+        """The share of the FP32 peak a kernel that mixes integer index arithmetic with its FMAs (a depthwise
+        convolution) can issue. Where half the FP32 lanes are also the INT32 lanes (Pascal, and the consumer chips
+        since Ampere: GA10x, AD10x, GB20x; their FP32 peak counts those lanes), the integer work takes them: half.
+        Where INT32 has lanes of its own (Volta, Turing, GA100, Hopper): all. An unknown chip is taken to be of the
+        common consumer design."""
+        major, _, minor = self.compute_capability.partition(".")
+        if not major.isdigit():
+            return 0.5
+        shared = major == "6" or (major == "8" and minor != "0") or int(major) >= 11
+        return 0.5 if shared else 1.0
+
     def tensor_tflops(self, precision: str) -> float:
         """Peak tensor-core rate for the matrix math of a precision (fp32 convolutions may use TF32)."""
         if precision in ("amp-bf16", "bf16"):

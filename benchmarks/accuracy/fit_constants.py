@@ -51,7 +51,7 @@ from engine.measurement_log import MeasurementLog
 
 ROOFLINE = ("tensor", "simt", "memory", "launch_us", "matmul32", "layout", "strided", "bytes_per_sm_cycle",
             "strided_bytes_per_sm_cycle", "tensor_flop_per_sm_cycle", "training_overhead", "training_layout",
-            "l2_reuse", "serial_ns")
+            "depthwise_training", "l2_reuse", "serial_ns")
 HOSTAWARE = (*ROOFLINE, "roofline_weight", "l2_fraction", "l2_usable")
 # hostaware holds analytic's constants (given per fold by --analytic-logo) and the L2 reuse (set, not fitted).
 HOSTAWARE_HELD = {"l2_fraction": 1.0, "l2_usable": 0.5}
@@ -64,6 +64,10 @@ REFERENCE = "GeForce RTX 3090"
 # Efficiencies that are a share of a unit's peak: a fit may not take them past it (a fold with few rows of a kind,
 # such as fp32 matmuls under AMP, otherwise wanders there).
 FRACTIONS_OF_PEAK = ("tensor", "simt", "memory", "matmul32")
+# What no GeForce row can choose (logo): the limits that bind only on parts with far more bandwidth or tensor rate
+# per SM than a GeForce card, and the fp32/bf16 depthwise training multiplier (every GeForce row is fp16).
+GEFORCE_UNIDENTIFIED = ("bytes_per_sm_cycle", "strided_bytes_per_sm_cycle", "tensor_flop_per_sm_cycle",
+                        "depthwise_training")
 RESTARTS = 6  # Nelder-Mead runs at most, each from where the last stopped (fit)
 
 
@@ -167,13 +171,15 @@ class Priced:
         self.tensor_rate = per_op([s.target.sustained_tensor_tflops(p) * 1e12
                                    for s, p in zip(samples, precision, strict=True)])
         self.fp32_rate = per_op([s.target.sustained_fp32_tflops() * 1e12 for s in samples])
+        self.depthwise_rate = self.fp32_rate * per_op([s.target.fp32_share_beside_int32() for s in samples])
         self.bandwidth = per_op([s.target.memory_bandwidth_gbps * 1e9 for s in samples])
         self.issue = per_op([s.target.sm_count * s.target.sustained_clock() * 1e6 for s in samples])
         self.l2 = per_op([s.target.l2_cache_mb * 1e6 for s in samples])
         self.measured = np.array([s.measured_ms for s in samples])
         self.training = np.array([s.workload.mode == "train" for s in samples])
-        # Each sample's (precision, training) pair, coded: Efficiency.bytes_weight depends on both.
-        steps = [(s.workload.precision, s.workload.mode == "train") for s in samples]
+        # Each sample's (precision, training, channels-last) triple, coded: Efficiency's weights depend on it.
+        steps = [(s.workload.precision, s.workload.mode == "train", s.workload.memory_format == "nhwc")
+                 for s in samples]
         self.steps = sorted(set(steps))
         self.step_code = np.array([self.steps.index(step) for step in steps], dtype=int)
         self.host_ms = np.array([float(s.measurement.min_ms or 0) if s.measurement else 0.0 for s in samples])
@@ -189,17 +195,25 @@ class Priced:
     def _bytes_weight(self, eff: Efficiency) -> np.ndarray:
         """Efficiency.bytes_weight per op."""
         table = np.array([[eff.bytes_weight(kind, precision, training) for kind in KINDS]
-                          for precision, training in self.steps]).reshape(len(self.steps), len(KINDS))
+                          for precision, training, _ in self.steps]).reshape(len(self.steps), len(KINDS))
+        return table[self.step_code[self.index], self.kind]
+
+    def _time_weight(self, eff: Efficiency) -> np.ndarray:
+        """Efficiency.time_weight per op."""
+        table = np.array([[eff.time_weight(kind, precision, training, channels_last) for kind in KINDS]
+                          for precision, training, channels_last in self.steps]).reshape(len(self.steps), len(KINDS))
         return table[self.step_code[self.index], self.kind]
 
     def roofline(self, eff: Efficiency, reuse: L2Reuse | None) -> np.ndarray:
         """Milliseconds per sample and class (n x 3)."""
         tensor_rate = self.tensor_rate * eff.tensor
         if eff.tensor_flop_per_sm_cycle > 0:
-            tensor_rate = np.minimum(tensor_rate, self.issue * eff.tensor_flop_per_sm_cycle)
+            feed = np.array([eff.tensor_feed(precision) for precision, _, _ in self.steps])
+            tensor_rate = np.minimum(tensor_rate, self.issue * feed[self.step_code[self.index]])
         bytes_only = np.full_like(self.flops, np.inf)  # a memory-bound kind's FLOPs cost nothing
         rate_of_kind = {"tensor": tensor_rate, "matmul32": self.fp32_rate * eff.matmul32,
-                        "depthwise": self.fp32_rate * eff.simt, "serial": np.full_like(self.flops, eff.serial_rate())}
+                        "depthwise": self.depthwise_rate * eff.simt,
+                        "serial": np.full_like(self.flops, eff.serial_rate())}
         rate = np.choose(self.kind, [rate_of_kind.get(kind, bytes_only) for kind in KINDS])
         moved = self.moved * self._bytes_weight(eff)
         reuse = reuse or eff.reuse()
@@ -211,7 +225,7 @@ class Priced:
         if eff.strided_bytes_per_sm_cycle > 0:
             bandwidth = np.where(self.kind == KIND_CODE["strided"],
                                  np.minimum(bandwidth, self.issue * eff.strided_bytes_per_sm_cycle), bandwidth)
-        seconds = np.maximum(self.flops / rate, moved / bandwidth) + eff.launch_us * 1e-6
+        seconds = np.maximum(self.flops / rate, moved / bandwidth) * self._time_weight(eff) + eff.launch_us * 1e-6
         cells = np.bincount(self.index * 3 + CLASS_CODE[self.kind], seconds * self.number * 1e3, minlength=self.n * 3)
         return cells.reshape(self.n, 3) * np.where(self.training, eff.training_overhead, 1.0)[:, None]
 
@@ -368,7 +382,13 @@ def logo(kind: str, samples: list[Sample], fixed: dict[str, float],
     constants = {"chosen_on_rtx3090": on_3090, "chosen_on_rtx4090": on_4090, "chosen_on_all": on_all}
     if host:
         # The host's own rows, with constants chosen on the two GeForce cards alone.
-        without_host = fit(kind, timm, fixed)
+        # No GeForce row can choose the per-SM-cycle limits (they bind only on parts with much more bandwidth or
+        # tensor rate per SM: the feed limit past the GeForce cards' 512 FLOP per SM and cycle) or the fp32/bf16
+        # depthwise training multiplier (no GeForce row is either), so a fit over those rows alone moves them where
+        # nothing holds them (the feed limit to 497 once, a fifth of what the H200 is fed; the bytes in flight from
+        # 8.4 to 6.2). The fold holds their shipped values, the constants of it chosen with the H200's rows.
+        unidentified = {name: shipped(kind)[name] for name in GEFORCE_UNIDENTIFIED}
+        without_host = fit(kind, timm, {**unidentified, **fixed})
         table.update(score(kind, host, without_host))
         constants["chosen_on_timm_rows_alone"] = without_host
     return {"estimator": kind, "protocol": "leave-one-GPU-out (see the module docstring)", "held": fixed,

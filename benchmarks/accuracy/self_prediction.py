@@ -59,7 +59,8 @@ def main() -> None:
         if counts.get(digest) is None:
             continue
         predicted = sum(roofline_ms(counts[digest], target, workload.precision, EFFICIENCY,
-                                    training=workload.mode == "train").values())
+                                    training=workload.mode == "train",
+                                    channels_last=workload.memory_format == "nhwc").values())
         memory = predict_memory(counts[digest], workload).total_gb
         # The host reports decimal GB (engine.timing), the prediction GiB.
         peak = found.peak_memory_gb * 1e9 / GIB if found.peak_memory_gb else None

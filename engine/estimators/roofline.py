@@ -7,9 +7,10 @@ layout conversions around tensor-core convolutions included).
 
 Rates are the target's sustained ones (TargetSpec.sustained_*: the clock it holds under its power limit), and each
 unit has its own efficiency: an fp32 GEMM keeps the plain lanes busy (cuBLAS's SGEMM reaches most of FP32 peak),
-a depthwise convolution barely does (it is memory-bound in all but name). A "serial" kernel (PyTorch's NCHW
-bilinear resize) is bound by neither: a few threads each loop over every image and channel, one memory latency per
-iteration.
+a depthwise convolution barely does (it is memory-bound in all but name), and its integer index arithmetic takes the
+lanes a consumer chip shares between FP32 and INT32 (TargetSpec.fp32_share_beside_int32). A "serial" kernel
+(PyTorch's NCHW bilinear resize) is bound by neither: a few threads each loop over every image and channel, one
+memory latency per iteration.
 
 A kernel's bytes need not all come from DRAM: a tensor its producer has just written is still in L2 when it fits.
 `L2Reuse` says how much of a kernel's traffic L2 can serve (Efficiency.l2_reuse, or one given to roofline_ms); it is
@@ -63,6 +64,13 @@ class Efficiency:
     # A channels-last step has no conversions and so no such cost; an fp32 step's kernels run at their bytes. 1: no
     # extra.
     training_layout: float = 1.0
+    # A multiplier on a depthwise convolution's time in an fp32 or bf16 NCHW training step. PyTorch hands a depthwise
+    # convolution to cuDNN only in half precision (its use_cudnn_depthwise rule); in fp32 and bf16 the backward runs
+    # PyTorch's own NCHW kernels, whose grad_weight is a reduction over the batch and image per weight: MobileNetV3's
+    # depthwise kernels took 6.6 ms of its training step in fp32 and 6.7 ms in bf16 on the H200, 3.0 ms in fp16
+    # (h200-kernel-profile-4.jsonl). An fp16 step, and any channels-last one (cuDNN's NHWC kernels), pays none.
+    # 1: no extra.
+    depthwise_training: float = 1.0
     # Share of a memory-bound kernel's traffic L2 serves when its tensors fit in half the L2 (L2Reuse); 0: none.
     l2_reuse: float = 0.0
     # Nanoseconds one iteration of a "serial" kernel's per-thread loop takes (engine.counting._SERIAL): a memory
@@ -83,11 +91,25 @@ class Efficiency:
         layout = self.layout * (self.training_layout if training and precision != "fp32" else 1.0)
         return {"layout": layout, "strided": self.strided}.get(kind, 1.0)
 
+    def time_weight(self, kind: str, precision: str, training: bool, channels_last: bool = False) -> float:
+        """A multiplier on the roofline time of a kernel of `kind` in a step of `precision` (training if `training`,
+        channels-last if `channels_last`): PyTorch's own depthwise backward (depthwise_training) is slower than its
+        forward by a share, not by a rate of the GPU's, so the multiplier leaves the ratio between GPUs as the
+        forward's."""
+        native = not channels_last and precision not in ("amp-fp16", "fp16")
+        return self.depthwise_training if kind == "depthwise" and training and native else 1.0
+
+    def tensor_feed(self, precision: str) -> float:
+        """Tensor-core FLOP an SM can be fed per cycle in `precision` (0: no limit). The limit is one of operand
+        bytes: a TF32 operand (an fp32 convolution's) is stored in 4 bytes, a 16-bit one in 2, so an SM is fed half
+        the TF32 FLOP per cycle."""
+        return self.tensor_flop_per_sm_cycle * (0.5 if precision == "fp32" else 1.0)
+
     def tensor_tflops(self, gpu: TargetSpec, precision: str) -> float:
         """The tensor rate a convolution or matmul reaches on `gpu`: a share of its peak, or the feed limit."""
         reached = gpu.sustained_tensor_tflops(precision) * self.tensor
         if self.tensor_flop_per_sm_cycle > 0:
-            reached = min(reached, self.tensor_flop_per_sm_cycle * gpu.sm_count * gpu.sustained_clock() / 1e6)
+            reached = min(reached, self.tensor_feed(precision) * gpu.sm_count * gpu.sustained_clock() / 1e6)
         return reached
 
     def bandwidth_gbps(self, gpu: TargetSpec, strided: bool = False) -> float:
@@ -118,12 +140,13 @@ def dram_bytes(moved: np.ndarray, gpu: TargetSpec, reuse: L2Reuse | None) -> np.
 
 
 def roofline_ms(counts: WorkloadCounts, gpu: TargetSpec, precision: str, eff: Efficiency,
-                reuse: L2Reuse | None = None, training: bool = False) -> dict[str, float]:
-    """Milliseconds per class for one step on `gpu`; `reuse`, when given, replaces the efficiency's own L2 reuse."""
+                reuse: L2Reuse | None = None, training: bool = False, channels_last: bool = False) -> dict[str, float]:
+    """Milliseconds per class for one step on `gpu` (a training step if `training`, channels-last if
+    `channels_last`); `reuse`, when given, replaces the efficiency's own L2 reuse."""
     rate_of_kind = {
         "tensor": eff.tensor_tflops(gpu, precision) * 1e12,
         "matmul32": gpu.sustained_fp32_tflops() * 1e12 * eff.matmul32,
-        "depthwise": gpu.sustained_fp32_tflops() * 1e12 * eff.simt,
+        "depthwise": gpu.sustained_fp32_tflops() * gpu.fp32_share_beside_int32() * 1e12 * eff.simt,
         "serial": eff.serial_rate(),
     }
     dense, strided = eff.bandwidth_gbps(gpu) * 1e9, eff.bandwidth_gbps(gpu, strided=True) * 1e9
@@ -138,7 +161,8 @@ def roofline_ms(counts: WorkloadCounts, gpu: TargetSpec, precision: str, eff: Ef
     rates = np.array([rate_of_kind.get(kind, 1.0) for kind in kinds])
     bandwidth = np.array([strided if kind == "strided" else dense for kind in kinds])
     compute = np.divide(flops, rates, out=np.zeros_like(flops), where=flops > 0)
-    seconds = np.maximum(compute, moved / bandwidth) + eff.launch_us * 1e-6
+    slower = np.array([eff.time_weight(kind, precision, training, channels_last) for kind in kinds])
+    seconds = np.maximum(compute, moved / bandwidth) * slower + eff.launch_us * 1e-6
     scale = 1e3 * (eff.training_overhead if training else 1.0)
     for kind, value in zip(kinds, seconds.tolist(), strict=True):
         totals[CLASS_OF_KIND[kind]] += value * scale

@@ -114,6 +114,19 @@ def _laptop(**overrides: object) -> InlineTarget:
     return InlineTarget(**fields)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(("target_id", "share"), [
+    ("rtx-3090", 0.5), ("rtx-4090", 0.5), ("rtx-5090", 0.5),  # half the FP32 lanes are the INT32 lanes
+    ("h200-sxm-141-gb", 1.0), ("a100-sxm4-80-gb", 1.0), ("v100-sxm2-16-gb", 1.0), ("quadro-rtx-8000", 1.0),
+])
+def test_integer_work_takes_half_the_fp32_peak_where_the_lanes_are_shared(target_id: str, share: float) -> None:
+    assert catalog().get(target_id).fp32_share_beside_int32() == share
+
+
+def test_a_chip_of_unknown_design_is_taken_for_a_consumer_one() -> None:
+    spec = TargetSpec(id="x", name="x", sm_count=10, boost_clock_mhz=1000, memory_size_gb=8, memory_bandwidth_gbps=500)
+    assert spec.fp32_share_beside_int32() == 0.5
+
+
 def test_inline_target_fills_rates_from_sms_and_clock() -> None:
     spec = _laptop().to_spec()
     assert spec.origin == "inline"

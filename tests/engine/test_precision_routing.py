@@ -140,3 +140,39 @@ def test_the_strided_limit_does_not_bind_where_bandwidth_per_sm_is_low() -> None
     # 200 bytes per SM and cycle x 10 SMs x 1 GHz = 2,000 GB/s, above the 1,000 GB/s peak: 1 GB takes 1 ms.
     eff = Efficiency(tensor=1.0, simt=0.05, memory=1.0, launch_us=0.0, strided_bytes_per_sm_cycle=200.0)
     assert roofline_ms(WorkloadCounts(ops=[("strided", 0.0, 1e9)]), GPU, "fp32", eff)["other"] == pytest.approx(1.0)
+
+
+def test_an_fp32_nchw_training_steps_depthwise_convolution_costs_the_training_multiplier() -> None:
+    eff = Efficiency(tensor=1.0, simt=1.0, memory=1.0, launch_us=0.0, depthwise_training=2.5)
+    # 1 GB at 1,000 GB/s: 1 ms forward (its 1 GFLOP at 5 TFLOPS does not bind), 2.5 ms in training.
+    ops = WorkloadCounts(ops=[("depthwise", 1e9, 1e9)])
+    assert roofline_ms(ops, GPU, "fp32", eff, training=True)["simt"] == pytest.approx(2.5)
+    assert roofline_ms(ops, GPU, "amp-bf16", eff, training=True)["simt"] == pytest.approx(2.5)
+
+
+def test_an_fp16_training_steps_depthwise_convolution_runs_on_cudnn_and_pays_no_multiplier() -> None:
+    eff = Efficiency(tensor=1.0, simt=1.0, memory=1.0, launch_us=0.0, depthwise_training=2.5)
+    ops = WorkloadCounts(ops=[("depthwise", 1e9, 1e9)])
+    assert roofline_ms(ops, GPU, "amp-fp16", eff, training=True)["simt"] == pytest.approx(1.0)
+
+
+def test_a_channels_last_training_steps_depthwise_convolution_pays_no_multiplier() -> None:
+    eff = Efficiency(tensor=1.0, simt=1.0, memory=1.0, launch_us=0.0, depthwise_training=2.5)
+    ops = WorkloadCounts(ops=[("depthwise", 1e9, 1e9)])
+    assert roofline_ms(ops, GPU, "amp-bf16", eff, training=True, channels_last=True)["simt"] == pytest.approx(1.0)
+
+
+def test_a_depthwise_convolution_issues_at_half_the_fp32_peak_where_int32_shares_the_lanes() -> None:
+    # 1 TFLOP at 10 TFLOPS x simt 0.1: 1,000 ms on a chip of dedicated FP32 lanes, twice that on a consumer one.
+    eff = Efficiency(tensor=1.0, simt=0.1, memory=1.0, launch_us=0.0)
+    ops = WorkloadCounts(ops=[("depthwise", 1e12, 0.0)])
+    hopper, consumer = (GPU.model_copy(update={"compute_capability": cc}) for cc in ("9.0", "8.6"))
+    assert roofline_ms(ops, hopper, "amp-fp16", eff)["simt"] == pytest.approx(1000.0)
+    assert roofline_ms(ops, consumer, "amp-fp16", eff)["simt"] == pytest.approx(2000.0)
+
+
+def test_an_sm_is_fed_half_the_tf32_flop_it_is_fed_in_16_bit() -> None:
+    # 1,000 FLOP per SM and cycle in fp16, 500 in TF32, x 10 SMs x 1 GHz: 5 TFLOPS, under the 20 TFLOPS TF32 peak.
+    fed = Efficiency(tensor=1.0, simt=0.05, memory=1.0, launch_us=0.0, tensor_flop_per_sm_cycle=1000.0)
+    assert roofline_ms(WorkloadCounts(ops=[("tensor", 1e12, 0.0)]), GPU, "fp32", fed)["tensor"] == \
+        pytest.approx(200)
