@@ -28,6 +28,7 @@ import json
 import math
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,16 +193,10 @@ class Priced:
         capacity = reuse.usable * l2
         return moved * (1.0 - reuse.fraction * np.minimum(1.0, capacity / np.maximum(moved, 1.0)))
 
-    def _bytes_weight(self, eff: Efficiency) -> np.ndarray:
-        """Efficiency.bytes_weight per op."""
-        table = np.array([[eff.bytes_weight(kind, precision, training) for kind in KINDS]
-                          for precision, training, _ in self.steps]).reshape(len(self.steps), len(KINDS))
-        return table[self.step_code[self.index], self.kind]
-
-    def _time_weight(self, eff: Efficiency) -> np.ndarray:
-        """Efficiency.time_weight per op."""
-        table = np.array([[eff.time_weight(kind, precision, training, channels_last) for kind in KINDS]
-                          for precision, training, channels_last in self.steps]).reshape(len(self.steps), len(KINDS))
+    def _per_op(self, weight: Callable[[str, str, bool, bool], float]) -> np.ndarray:
+        """One of Efficiency's weights, a function of (kind, precision, training, channels-last), per op."""
+        table = np.array([[weight(kind, *step) for kind in KINDS]
+                          for step in self.steps]).reshape(len(self.steps), len(KINDS))
         return table[self.step_code[self.index], self.kind]
 
     def roofline(self, eff: Efficiency, reuse: L2Reuse | None) -> np.ndarray:
@@ -215,7 +210,8 @@ class Priced:
                         "depthwise": self.depthwise_rate * eff.simt,
                         "serial": np.full_like(self.flops, eff.serial_rate())}
         rate = np.choose(self.kind, [rate_of_kind.get(kind, bytes_only) for kind in KINDS])
-        moved = self.moved * self._bytes_weight(eff)
+        weight = self._per_op(lambda kind, precision, training, _: eff.bytes_weight(kind, precision, training))
+        moved = self.moved * weight
         reuse = reuse or eff.reuse()
         if reuse is not None:
             moved = self._dram(moved, self.l2, reuse)
@@ -225,7 +221,8 @@ class Priced:
         if eff.strided_bytes_per_sm_cycle > 0:
             bandwidth = np.where(self.kind == KIND_CODE["strided"],
                                  np.minimum(bandwidth, self.issue * eff.strided_bytes_per_sm_cycle), bandwidth)
-        seconds = np.maximum(self.flops / rate, moved / bandwidth) * self._time_weight(eff) + eff.launch_us * 1e-6
+        slower = self._per_op(eff.time_weight)
+        seconds = np.maximum(self.flops / rate, moved / bandwidth) * slower + eff.launch_us * 1e-6
         cells = np.bincount(self.index * 3 + CLASS_CODE[self.kind], seconds * self.number * 1e3, minlength=self.n * 3)
         return cells.reshape(self.n, 3) * np.where(self.training, eff.training_overhead, 1.0)[:, None]
 
