@@ -81,14 +81,14 @@ class TargetSpec(BaseModel):
 
     def fp32_share_beside_int32(self) -> float:
         """The share of the FP32 peak a kernel that mixes integer index arithmetic with its FMAs (a depthwise
-        convolution) can issue. Where half the FP32 lanes are also the INT32 lanes (Pascal, and the consumer chips
-        since Ampere: GA10x, AD10x, GB20x; their FP32 peak counts those lanes), the integer work takes them: half.
-        Where INT32 has lanes of its own (Volta, Turing, GA100, Hopper): all. An unknown chip is taken to be of the
-        common consumer design."""
+        convolution) can issue. Where the FP32 lanes also do the integer work (Maxwell and Pascal; and the consumer
+        chips since Ampere, GA10x, AD10x and GB20x, whose FP32 peak counts the half of the lanes that double as INT32)
+        the integer work takes lanes the peak counts: half. Where INT32 has lanes of its own (Volta, Turing, GA100,
+        Hopper): all. An unknown chip is taken to be of the common consumer design."""
         major, _, minor = self.compute_capability.partition(".")
         if not major.isdigit():
             return 0.5
-        shared = major == "6" or (major == "8" and minor != "0") or int(major) >= 11
+        shared = int(major) < 7 or (major == "8" and minor != "0") or int(major) >= 11
         return 0.5 if shared else 1.0
 
     def tensor_tflops(self, precision: str) -> float:

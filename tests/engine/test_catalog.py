@@ -115,6 +115,7 @@ def _laptop(**overrides: object) -> InlineTarget:
 
 
 @pytest.mark.parametrize(("target_id", "share"), [
+    ("gtx-1080-ti", 0.5),  # the FP32 lanes do the integer work
     ("rtx-3090", 0.5), ("rtx-4090", 0.5), ("rtx-5090", 0.5),  # half the FP32 lanes are the INT32 lanes
     ("h200-sxm-141-gb", 1.0), ("a100-sxm4-80-gb", 1.0), ("v100-sxm2-16-gb", 1.0), ("quadro-rtx-8000", 1.0),
 ])
