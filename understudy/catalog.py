@@ -84,7 +84,9 @@ class TargetSpec(BaseModel):
         convolution) can issue. Where the FP32 lanes also do the integer work (Maxwell and Pascal; and the consumer
         chips since Ampere, GA10x, AD10x and GB20x, whose FP32 peak counts the half of the lanes that double as INT32)
         the integer work takes lanes the peak counts: half. Where INT32 has lanes of its own (Volta, Turing, GA100,
-        Hopper): all. An unknown chip is taken to be of the common consumer design."""
+        Hopper): all (NVIDIA's Volta, Turing and GA102 architecture whitepapers: Volta and Turing issue FP32 and
+        INT32 concurrently; a GA10x SM partition has one FP32 datapath and one of FP32 or INT32). An unknown chip is
+        taken to be of the common consumer design."""
         major, _, minor = self.compute_capability.partition(".")
         if not major.isdigit():
             return 0.5
