@@ -42,8 +42,9 @@ from torch.utils.flop_counter import flop_registry
 from understudy.workload import Workload
 from engine.workloads import make_optimizer, make_step
 
-OpKind = Literal["tensor", "matmul32", "depthwise", "memory", "layout", "strided", "serial"]
-KINDS: tuple[OpKind, ...] = ("tensor", "matmul32", "depthwise", "memory", "layout", "strided", "serial")
+OpKind = Literal["tensor", "matmul32", "depthwise", "grouped", "memory", "norm", "layout", "strided", "serial"]
+KINDS: tuple[OpKind, ...] = ("tensor", "matmul32", "depthwise", "grouped", "memory", "norm", "layout", "strided",
+                             "serial")
 
 aten = torch.ops.aten
 _CONV = {aten.convolution.default, aten.convolution_backward.default, aten._convolution.default}
@@ -66,6 +67,11 @@ _MATMUL = {
     aten._scaled_dot_product_cudnn_attention_backward.default,
 }
 # Ops that only read metadata or allocate: no kernel worth counting.
+# BatchNorm, forward and backward: memory-bound like any elementwise op, but which kernels run it depends on the
+# precision (Efficiency.bf16_norm_training), so its ops are a kind of their own.
+_BATCH_NORM = {aten.native_batch_norm.default, aten.native_batch_norm_backward.default,
+               aten._native_batch_norm_legit.default, aten._native_batch_norm_legit.no_stats,
+               aten._native_batch_norm_legit_no_training.default}
 _FREE = {aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.default, aten.lift_fresh.default}
 
 
@@ -133,14 +139,20 @@ def _nbytes(tensors: list[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def _kind(func: Any, args: tuple[Any, ...], inputs: list[torch.Tensor]) -> OpKind:
+def _kind(func: Any, args: tuple[Any, ...], inputs: list[torch.Tensor], channels_first: bool) -> OpKind:
     if func in _CONV:
-        weight = args[1] if func is not aten.convolution_backward.default else args[2]
-        groups = args[8] if func is not aten.convolution_backward.default else args[9]
+        backward = func is aten.convolution_backward.default
+        source, weight = (args[1], args[2]) if backward else (args[0], args[1])
+        stride, dilation, groups = (args[4], args[6], args[9]) if backward else (args[3], args[5], args[8])
         # Depthwise and thin grouped convolutions run on the plain FP32/FP16 lanes, not on tensor cores.
         if groups > 1 and weight.shape[1] <= 4:
-            return "depthwise"
+            # PyTorch's own kernels are slow in training only on the small filters (Efficiency.depthwise_training).
+            small = weight.shape[2] == weight.shape[3] and weight.shape[3] in (1, 3, 5)
+            native = _native_depthwise(source, weight, stride, dilation, groups, channels_first)
+            return "depthwise" if native and small else "grouped"
         return "tensor"
+    if func in _BATCH_NORM:
+        return "norm"
     if func in _SERIAL and not _channels_last_like(inputs[0]):
         return "serial"
     if func in _MATMUL:
@@ -149,6 +161,27 @@ def _kind(func: Any, args: tuple[Any, ...], inputs: list[torch.Tensor]) -> OpKin
     if any(_permuted(t) for t in inputs):
         return "strided"
     return "memory"
+
+
+def _native_depthwise(source: torch.Tensor, weight: torch.Tensor, stride: Sequence[int], dilation: Sequence[int],
+                      groups: int, channels_first: bool) -> bool:
+    """Whether PyTorch runs a thin grouped convolution on its own depthwise kernels rather than cuDNN's
+    (Convolution.cpp's _select_conv_backend, use_cudnn_depthwise and check_cudnn_depthwise_workload_with_filter,
+    cuDNN 8.2 and later): a depthwise one (a channel per group) on an NCHW input, unless it is in half precision and
+    of a shape cuDNN takes there: at least 32 channels, undilated, a square filter of 1, 3 or 5, a square stride of
+    1 or 2 (PyTorch's stride-2 rule also weighs batch and channels, and has changed between releases), at least 7
+    wide. A channels-last input always goes to cuDNN: a channels-last workload's, and ConvNeXt's, whose blocks hand
+    the next block a permuted (channels-last) tensor. A grouped convolution of a few channels per group (ResNeXt's)
+    is not depthwise and goes to cuDNN too."""
+    if not (source.dim() == 4 and source.shape[1] == groups):
+        return False
+    if not channels_first or _channels_last_like(source):
+        return False
+    half = source.dtype == torch.float16 and weight.dtype == torch.float16
+    cudnn_shape = (groups >= 32 and all(d == 1 for d in dilation) and weight.shape[2] == weight.shape[3]
+                   and weight.shape[3] in (1, 3, 5) and stride[0] == stride[1] and stride[0] in (1, 2)
+                   and source.shape[3] >= 7)
+    return not (half and cudnn_shape)
 
 
 def _channels_last_like(tensor: torch.Tensor) -> bool:
@@ -229,12 +262,12 @@ class _CountingMode(TorchDispatchMode):
         moved = float(_nbytes(inputs) + _nbytes(outputs))
         if moved == 0:
             return out
-        kind = _kind(func, args, inputs)
-        if kind == "depthwise" or _grouped_backward(func, args):
+        kind = _kind(func, args, inputs, self.channels_first)
+        if kind in ("depthwise", "grouped") or _grouped_backward(func, args):
             flops = _grouped_conv_flops(func, args, out)
         else:
             flops = float(flop_registry[packet](*args, **kwargs, out_val=out)) if packet in flop_registry else 0.0
-        if kind == "memory":
+        if kind in ("memory", "norm"):
             # Elementwise work is priced by bytes; its FLOPs would only mislead the roofline.
             flops = 0.0
         elif kind == "serial":

@@ -117,7 +117,8 @@ class StepTimer:
                         _warm_up(self.step.run, stream)
                         run = self.step.run
                 per_step, clock = _time_windows(run, stream, windows, window_ms, clock_reader)
-                kernel_ms = _profile(self.step.run, stream) if profile else {}
+                # An eager step's GPU time is its kernels' (Measurement.device_share), so it is always profiled.
+                kernel_ms = _profile(self.step.run, stream) if profile or mode == "eager" else {}
         finally:
             if graph is not None:
                 graph.reset()

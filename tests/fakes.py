@@ -362,7 +362,7 @@ class FakeTimer:
 class FakeCuda:
     """torch.cuda as engine.timing uses it, on a CPU, with engine.workloads.make_step replaced by a step that does
     nothing. `events` lists, in order: ('build', graph_safe), ('capture', stream), ('capture refused', stream),
-    ('graph reset', stream) and ('empty cache',).
+    ('profile', stream), ('graph reset', stream) and ('empty cache',).
 
     A step run on a stream in `oom_streams` raises torch.cuda.OutOfMemoryError; on a stream in `oom_in_capture`
     only while captured, and the capture then fails to end, as a real one does. With `refuse_capture` every
@@ -395,7 +395,14 @@ class FakeCuda:
         monkeypatch.setattr(cuda, "max_memory_allocated", lambda device=None: 2e9)
         monkeypatch.setattr(torch._C, "_cuda_clearCublasWorkspaces", lambda: None, raising=False)
         monkeypatch.setattr("engine.workloads.make_step", self._make_step)
+        monkeypatch.setattr("engine.timing._profile", self._profile)
         return self
+
+    def _profile(self, run: Any, stream: FakeStream) -> dict[str, float]:
+        """torch.profiler's split of one step's device time, which needs a GPU: one step run, 1 ms of kernels."""
+        self.events.append(("profile", stream))
+        run()
+        return {"tensor": 0.0, "simt": 0.0, "other": 1.0}
 
     def builds(self) -> list[bool]:
         """graph_safe of each step built, in order."""

@@ -52,7 +52,7 @@ from engine.measurement_log import MeasurementLog
 
 ROOFLINE = ("tensor", "simt", "memory", "launch_us", "matmul32", "layout", "strided", "bytes_per_sm_cycle",
             "strided_bytes_per_sm_cycle", "tensor_flop_per_sm_cycle", "training_overhead", "training_layout",
-            "depthwise_training", "l2_reuse", "serial_ns")
+            "depthwise_training", "bf16_norm_training", "l2_reuse", "serial_ns")
 HOSTAWARE = (*ROOFLINE, "roofline_weight", "l2_fraction", "l2_usable")
 # hostaware holds analytic's constants (given per fold by --analytic-logo) and the L2 reuse (set, not fitted).
 HOSTAWARE_HELD = {"l2_fraction": 1.0, "l2_usable": 0.5}
@@ -66,9 +66,10 @@ REFERENCE = "GeForce RTX 3090"
 # such as fp32 matmuls under AMP, otherwise wanders there).
 FRACTIONS_OF_PEAK = ("tensor", "simt", "memory", "matmul32")
 # What no GeForce row can choose (logo): the limits that bind only on parts with far more bandwidth or tensor rate
-# per SM than a GeForce card, and the fp32/bf16 depthwise training multiplier (every GeForce row is fp16).
+# per SM than a GeForce card, and the fp32/bf16 depthwise and bf16 BatchNorm training multipliers (every GeForce
+# row is fp16).
 GEFORCE_UNIDENTIFIED = ("bytes_per_sm_cycle", "strided_bytes_per_sm_cycle", "tensor_flop_per_sm_cycle",
-                        "depthwise_training")
+                        "depthwise_training", "bf16_norm_training")
 RESTARTS = 6  # Nelder-Mead runs at most, each from where the last stopped (fit)
 
 
@@ -178,12 +179,11 @@ class Priced:
         self.l2 = per_op([s.target.l2_cache_mb * 1e6 for s in samples])
         self.measured = np.array([s.measured_ms for s in samples])
         self.training = np.array([s.workload.mode == "train" for s in samples])
-        # Each sample's (precision, training, channels-last) triple, coded: Efficiency's weights depend on it.
-        steps = [(s.workload.precision, s.workload.mode == "train", s.workload.memory_format == "nhwc")
-                 for s in samples]
+        # Each sample's (precision, training) pair, coded: Efficiency's weights depend on it.
+        steps = [(s.workload.precision, s.workload.mode == "train") for s in samples]
         self.steps = sorted(set(steps))
         self.step_code = np.array([self.steps.index(step) for step in steps], dtype=int)
-        self.host_ms = np.array([float(s.measurement.min_ms or 0) if s.measurement else 0.0 for s in samples])
+        self.host_ms = np.array([s.measurement.device_ms if s.measurement else 0.0 for s in samples])
         shares = np.array([[s.measurement.kernel_ms.get(c, 0.0) if s.measurement else 0.0 for c in CLASSES]
                            for s in samples]).reshape(len(samples), 3)
         self.host_share = shares / np.maximum(shares.sum(axis=1, keepdims=True), 1e-12)
@@ -193,8 +193,8 @@ class Priced:
         capacity = reuse.usable * l2
         return moved * (1.0 - reuse.fraction * np.minimum(1.0, capacity / np.maximum(moved, 1.0)))
 
-    def _per_op(self, weight: Callable[[str, str, bool, bool], float]) -> np.ndarray:
-        """One of Efficiency's weights, a function of (kind, precision, training, channels-last), per op."""
+    def _per_op(self, weight: Callable[[str, str, bool], float]) -> np.ndarray:
+        """One of Efficiency's weights, a function of (kind, precision, training), per op."""
         table = np.array([[weight(kind, *step) for kind in KINDS]
                           for step in self.steps]).reshape(len(self.steps), len(KINDS))
         return table[self.step_code[self.index], self.kind]
@@ -203,14 +203,14 @@ class Priced:
         """Milliseconds per sample and class (n x 3)."""
         tensor_rate = self.tensor_rate * eff.tensor
         if eff.tensor_flop_per_sm_cycle > 0:
-            feed = np.array([eff.tensor_feed(precision) for precision, _, _ in self.steps])
+            feed = np.array([eff.tensor_feed(precision) for precision, _ in self.steps])
             tensor_rate = np.minimum(tensor_rate, self.issue * feed[self.step_code[self.index]])
         bytes_only = np.full_like(self.flops, np.inf)  # a memory-bound kind's FLOPs cost nothing
         rate_of_kind = {"tensor": tensor_rate, "matmul32": self.fp32_rate * eff.matmul32,
-                        "depthwise": self.depthwise_rate * eff.simt,
+                        "depthwise": self.depthwise_rate * eff.simt, "grouped": self.depthwise_rate * eff.simt,
                         "serial": np.full_like(self.flops, eff.serial_rate())}
         rate = np.choose(self.kind, [rate_of_kind.get(kind, bytes_only) for kind in KINDS])
-        weight = self._per_op(lambda kind, precision, training, _: eff.bytes_weight(kind, precision, training))
+        weight = self._per_op(eff.bytes_weight)
         moved = self.moved * weight
         reuse = reuse or eff.reuse()
         if reuse is not None:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One H200 call (nvidia-h200, .whl and .gt carried; about 9 minutes):
+# One H200 call (nvidia-h200, .whl and .gt carried; about 9 minutes; COUNTS_ONLY=1: step 1 alone):
 # 1. every ground-truth and self-prediction workload counted on 15 processes with the committed code (count_cache.py
 #    --pack). Rows of torch 1.x files are counted as that PyTorch ran them (Workload.torch_major); the host's own
 #    rows of the same workloads (its PyTorch 2 step: fit_constants.py --host-rows) need the PyTorch 2 counts too, so
@@ -15,9 +15,11 @@ host_software() { sed '2,$ s/,torch 1\.12 cu113,/,torch 2.11 host,/; 2,$ s/,NGC 
 host_software .gt/timm-train-amp-nchw-rtx3090-pt112.csv > /tmp/train-pt2.csv
 host_software .gt/lambda-resnet50-train.csv > /tmp/lambda-pt2.csv
 sed '2,$ s/,nchw,/,nhwc,/' /tmp/train-pt2.csv > /tmp/train-nhwc.csv
-python3 benchmarks/accuracy/count_cache.py .gt/*.csv benchmarks/accuracy/self/workloads.csv /tmp/train-pt2.csv \
+python3 benchmarks/accuracy/count_cache.py .gt/*.csv benchmarks/accuracy/self/workloads.csv \
+    benchmarks/accuracy/precision-workloads.csv /tmp/train-pt2.csv \
     /tmp/lambda-pt2.csv /tmp/train-nhwc.csv --out /tmp/counts.pkl --processes 15 --pack "$OUT/counts.xz" 2>&1 \
     | tail -n 3
+if [ -n "${COUNTS_ONLY:-}" ]; then ls -la "$OUT"; exit 0; fi  # step 1 alone (about 4 minutes)
 cp benchmarks/accuracy/h200-train-nhwc.jsonl "$OUT/train-nhwc.jsonl"
 UNDERSTUDY_TIMED_WINDOWS=5 UNDERSTUDY_WINDOW_MS=10 timeout 200 python3 -m cli evaluate --seed 0 --measure-only \
     --estimators hostaware --workload-timeout-s 45 /tmp/train-nhwc.csv --out /tmp/t --log "$OUT/train-nhwc.jsonl" \

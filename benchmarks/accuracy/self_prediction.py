@@ -3,8 +3,9 @@ measurement of the same workload, in every precision and memory format.
 
 Reads the workloads of benchmarks/accuracy/self/workloads.csv and their host measurements from measurement logs
 recorded on the H200 (`understudy evaluate --measure-only`, benchmarks/accuracy/h200_measure.sh). Reports, per set
-(precision x memory format) and mode, `analytic`'s MAPE and bias against the host's step time, the worst ratio, and
-the predicted peak memory against the host's measured peak allocation.
+(precision x memory format) and mode, `analytic`'s MAPE and bias against the host GPU's time for the step
+(Measurement.device_ms: the graph-timed step, or an eagerly timed one's kernels where the host's CPU held it back), the
+worst ratio, and the predicted peak memory against the host's measured peak allocation.
 
     python benchmarks/accuracy/self_prediction.py LOG... --counts-cache /tmp/counts.pkl --json OUT.json
 """
@@ -59,15 +60,14 @@ def main() -> None:
         if counts.get(digest) is None:
             continue
         predicted = sum(roofline_ms(counts[digest], target, workload.precision, EFFICIENCY,
-                                    training=workload.mode == "train",
-                                    channels_last=workload.memory_format == "nhwc").values())
+                                    training=workload.mode == "train").values())
         memory = predict_memory(counts[digest], workload).total_gb
         # The host reports decimal GB (engine.timing), the prediction GiB.
         peak = found.peak_memory_gb * 1e9 / GIB if found.peak_memory_gb else None
         label = f"{workload.precision} {workload.memory_format}"
         for key in (label, f"{label} {workload.mode}"):
             groups[key].append({"model": workload.model, "mode": workload.mode, "predicted_ms": predicted,
-                                "measured_ms": float(found.min_ms), "predicted_gib": memory,
+                                "measured_ms": found.device_ms, "predicted_gib": memory,
                                 "measured_peak_gib": peak})
     report = {}
     for key, items in sorted(groups.items()):

@@ -21,17 +21,18 @@ from engine.estimators.roofline import Efficiency, roofline_ms
 # 2 x 262,144 iterations in 189 ms), the launch cost, 5 us (left free it grows to 30-80 us, which fits batch-1024 rows
 # no better and makes small batches absurdly slow), and the strided weight, 1 (the strided kernels' own
 # bytes-in-flight limit prices them instead; with both free they trade off). Depthwise convolutions reach 0.11 of
-# the FP32 lanes they can issue to (half the peak on a consumer chip, all of it on an H200), and 4.8x that time in
-# an fp32 or bf16 NCHW training step (PyTorch's own backward); fp32 GEMMs 0.77 of FP32 peak. The caps bind on the
-# H200: 8.4 bytes in flight per SM and cycle (2.2 of its 4.8 TB/s; 6.0 for a strided kernel) and 2,658 tensor FLOP
-# per SM and cycle in 16 bit, half that in TF32 (695 and 347 TFLOPS). A training step runs 1.09x its counts, and a
-# 16-bit one's NCHW layout conversions 4.0x their inference weight (cuDNN's NCHW backward); L2 serves 0.20 of the
-# traffic of a memory-bound kernel whose tensors fit in half of it (an RTX 4090's 72 MB holds what an RTX 3090's
-# 6 MB does not).
-EFFICIENCY = Efficiency(tensor=0.9685, simt=0.1071, memory=0.9286, launch_us=5, matmul32=0.7743, layout=0.4455,
-                        strided=1, bytes_per_sm_cycle=8.435, strided_bytes_per_sm_cycle=5.9771,
-                        tensor_flop_per_sm_cycle=2658.3481, training_overhead=1.0852, training_layout=3.9962,
-                        depthwise_training=4.8234, l2_reuse=0.2026, serial_ns=360.2)
+# the FP32 lanes they can issue to (half the peak on a consumer chip, all of it on an H200), and those PyTorch runs
+# on its own kernels with a small filter take 7.0x that time in an fp32 or bf16 training step (their backward); a
+# bf16 training step's BatchNorms 2.3x theirs (PyTorch's own kernels); fp32 GEMMs 0.77 of FP32 peak. The caps bind
+# on the H200: 8.4 bytes in flight per SM and cycle (2.2 of its 4.8 TB/s; 6.0 for a strided kernel) and 2,611
+# tensor FLOP per SM and cycle in 16 bit, half that in TF32 (682 and 341 TFLOPS). A training step runs 1.09x its
+# counts, and a 16-bit one's NCHW layout conversions 3.9x their inference weight (cuDNN's NCHW backward); L2 serves
+# 0.24 of the traffic of a memory-bound kernel whose tensors fit in half of it (an RTX 4090's 72 MB holds what an
+# RTX 3090's 6 MB does not).
+EFFICIENCY = Efficiency(tensor=0.9696, simt=0.1065, memory=0.9272, launch_us=5, matmul32=0.7718, layout=0.4448,
+                        strided=1, bytes_per_sm_cycle=8.4332, strided_bytes_per_sm_cycle=6.0239,
+                        tensor_flop_per_sm_cycle=2610.9925, training_overhead=1.0878, training_layout=3.9384,
+                        depthwise_training=7.0136, bf16_norm_training=2.3375, l2_reuse=0.235, serial_ns=360.2)
 
 
 class AnalyticEstimator(Estimator):
@@ -47,7 +48,7 @@ class AnalyticEstimator(Estimator):
         if (oom := out_of_memory(workload, target)) is not None:
             return oom
         parts = roofline_ms(counts_for(workload), target, workload.precision, EFFICIENCY,
-                            training=workload.mode == "train", channels_last=workload.memory_format == "nhwc")
+                            training=workload.mode == "train")
         total = sum(parts.values())
         return Estimate(latency_ms=total, median_ms=total, spread_ms=0.0,
                         details={"class_ms": {k: round(v, 4) for k, v in parts.items()},

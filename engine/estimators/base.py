@@ -87,11 +87,13 @@ def host_spec(host: HostInfo) -> TargetSpec:
 
 
 def scaled(measurement: Measurement, factor: float, details: dict[str, Any]) -> Estimate:
-    """A measurement's min/median/spread multiplied by one factor."""
+    """A measurement's min/median/spread, as the host GPU's share of them (Measurement.device_share), multiplied by
+    one factor."""
+    factor_of_timed = factor * measurement.device_share
     return Estimate(
-        latency_ms=(measurement.min_ms or 0.0) * factor,
-        median_ms=(measurement.median_ms or 0.0) * factor,
-        spread_ms=(measurement.spread_ms or 0.0) * factor,
+        latency_ms=(measurement.min_ms or 0.0) * factor_of_timed,
+        median_ms=(measurement.median_ms or 0.0) * factor_of_timed,
+        spread_ms=(measurement.spread_ms or 0.0) * factor_of_timed,
         details={"scale": factor, **details},
     )
 

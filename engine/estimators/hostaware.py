@@ -56,12 +56,12 @@ CLASSES = ("tensor", "simt", "other")
 
 def class_ratios(counts: WorkloadCounts, precision: str, target: TargetSpec, host: TargetSpec,
                  constants: HostAwareConstants, efficiency: Efficiency = EFFICIENCY,
-                 training: bool = False, channels_last: bool = False) -> dict[str, float]:
+                 training: bool = False) -> dict[str, float]:
     """Target time / host time for each kernel class, by the roofline; a class the counts hold nothing of (the
     host ran kernels the trace does not see, e.g. a cuDNN layout conversion the meta device never makes) takes the
     whole step's ratio."""
-    return _ratios(roofline_ms(counts, target, precision, efficiency, constants.reuse, training, channels_last),
-                   roofline_ms(counts, host, precision, efficiency, constants.reuse, training, channels_last))
+    return _ratios(roofline_ms(counts, target, precision, efficiency, constants.reuse, training),
+                   roofline_ms(counts, host, precision, efficiency, constants.reuse, training))
 
 
 def _ratios(on_target: dict[str, float], on_host: dict[str, float]) -> dict[str, float]:
@@ -80,14 +80,13 @@ def host_scale(kernel_ms: dict[str, float], ratios: dict[str, float]) -> float:
 
 def blend_factor(counts: WorkloadCounts, measurement: Measurement, precision: str, target: TargetSpec,
                  host: TargetSpec, constants: HostAwareConstants, efficiency: Efficiency = EFFICIENCY,
-                 training: bool = False, channels_last: bool = False) -> tuple[float, dict[str, Any]]:
+                 training: bool = False) -> tuple[float, dict[str, Any]]:
     """The multiplier from host time to predicted target time, the two estimates it blends, and each kernel
     class's share of the prediction (the calibration fits one scale per class)."""
-    host_ms = float(measurement.min_ms or 0.0)
+    host_ms = measurement.device_ms
     # The target's roofline is both the class ratios' numerator and the blend's second estimate: priced once.
-    by_class = roofline_ms(counts, target, precision, efficiency, constants.reuse, training, channels_last)
-    ratios = _ratios(by_class, roofline_ms(counts, host, precision, efficiency, constants.reuse, training,
-                                           channels_last))
+    by_class = roofline_ms(counts, target, precision, efficiency, constants.reuse, training)
+    ratios = _ratios(by_class, roofline_ms(counts, host, precision, efficiency, constants.reuse, training))
     scaled_ms = host_ms * host_scale(measurement.kernel_ms, ratios)
     roofline = sum(by_class.values())
     w = constants.roofline_weight
@@ -116,6 +115,5 @@ class HostAwareEstimator(Estimator):
             return bad
         assert measurement is not None
         factor, parts = blend_factor(counts_for(workload), measurement, workload.precision, target, host_spec(host),
-                                     self.constants, training=workload.mode == "train",
-                                     channels_last=workload.memory_format == "nhwc")
+                                     self.constants, training=workload.mode == "train")
         return scaled(measurement, factor, {**parts, "host_kernel_ms": measurement.kernel_ms})

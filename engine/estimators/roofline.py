@@ -26,8 +26,8 @@ import numpy as np
 from understudy.catalog import TargetSpec
 from engine.counting import WorkloadCounts
 
-CLASS_OF_KIND = {"tensor": "tensor", "matmul32": "simt", "depthwise": "simt", "memory": "other", "layout": "other",
-                 "strided": "other", "serial": "other"}
+CLASS_OF_KIND = {"tensor": "tensor", "matmul32": "simt", "depthwise": "simt", "grouped": "simt", "memory": "other",
+                 "norm": "other", "layout": "other", "strided": "other", "serial": "other"}
 
 
 @dataclass(frozen=True)
@@ -64,13 +64,21 @@ class Efficiency:
     # A channels-last step has no conversions and so no such cost; an fp32 step's kernels run at their bytes. 1: no
     # extra.
     training_layout: float = 1.0
-    # A multiplier on a depthwise convolution's time in an fp32 or bf16 NCHW training step. PyTorch hands a depthwise
-    # convolution to cuDNN only in half precision (its use_cudnn_depthwise rule); in fp32 and bf16 the backward runs
-    # PyTorch's own NCHW kernels, whose grad_weight is a reduction over the batch and image per weight: MobileNetV3's
-    # depthwise kernels took 6.6 ms of its training step in fp32 and 6.7 ms in bf16 on the H200, 3.0 ms in fp16
-    # (h200-kernel-profile-4.jsonl). An fp16 step, and any channels-last one (cuDNN's NHWC kernels), pays none.
-    # 1: no extra.
+    # A multiplier on the time of a depthwise convolution PyTorch runs on its own kernels with a filter of 1, 3 or 5
+    # ('depthwise' ops: engine.counting._native_depthwise; cuDNN's and the wider filters' are 'grouped') in a
+    # training step. The backward's grad_weight is a reduction over the batch and image per weight, with a few taps'
+    # arithmetic per element read: MobileNetV3's depthwise kernels took 6.6 ms of its training step in fp32 and
+    # 6.7 ms in bf16 on the H200, where they are PyTorch's, and 3.0 ms in fp16, where most are cuDNN's
+    # (h200-kernel-profile-4.jsonl). On a 7 x 7 filter PyTorch's kernels are no slower than the price: a multiplier
+    # on them took convnext_tiny's bf16 training (three such per stage) to 1.25x its time. 1: no extra.
     depthwise_training: float = 1.0
+    # A multiplier on a BatchNorm's time in a bf16 training step ('norm' ops). PyTorch hands BatchNorm to cuDNN in
+    # fp32 and fp16 but never in bf16 (_batch_norm_impl_index), and its own kernels' statistics and backward
+    # reductions are slower: on the H200 a BatchNorm model's memory-bound time in AMP training is 1.2-1.3x in bf16
+    # what it is in fp16 (resnet18 9.7 against 7.9 ms, resnet50 22.9 against 17.3; convnext_tiny and vit_base,
+    # with no BatchNorm, the same in both). Inference's normalisation, one elementwise pass, runs as fast in either.
+    # 1: no extra.
+    bf16_norm_training: float = 1.0
     # Share of a memory-bound kernel's traffic L2 serves when its tensors fit in half the L2 (L2Reuse); 0: none.
     l2_reuse: float = 0.0
     # Nanoseconds one iteration of a "serial" kernel's per-thread loop takes (engine.counting._SERIAL): a memory
@@ -91,13 +99,18 @@ class Efficiency:
         layout = self.layout * (self.training_layout if training and precision != "fp32" else 1.0)
         return {"layout": layout, "strided": self.strided}.get(kind, 1.0)
 
-    def time_weight(self, kind: str, precision: str, training: bool, channels_last: bool = False) -> float:
-        """A multiplier on the roofline time of a kernel of `kind` in a step of `precision` (training if `training`,
-        channels-last if `channels_last`): PyTorch's own depthwise backward (depthwise_training) is slower than its
-        forward by a share, not by a rate of the GPU's, so the multiplier leaves the ratio between GPUs as the
-        forward's."""
-        native = not channels_last and precision not in ("amp-fp16", "fp16")
-        return self.depthwise_training if kind == "depthwise" and training and native else 1.0
+    def time_weight(self, kind: str, precision: str, training: bool) -> float:
+        """A multiplier on the roofline time of a kernel of `kind` in a step of `precision` (training if
+        `training`): PyTorch's own depthwise backward (depthwise_training) and bf16 BatchNorm (bf16_norm_training)
+        are slower than cuDNN's by a share, not by a rate of the GPU's, so the multipliers leave the ratio between
+        GPUs as the forward's."""
+        if not training:
+            return 1.0
+        if kind == "norm":
+            return self.bf16_norm_training if precision in ("amp-bf16", "bf16") else 1.0
+        # Not in fp16, where the few such convolutions cuDNN is not handed are those of under 32 channels, dilated or
+        # narrower than 7: the timm training file (AMP fp16) wants no multiplier on them.
+        return self.depthwise_training if kind == "depthwise" and precision not in ("amp-fp16", "fp16") else 1.0
 
     def tensor_feed(self, precision: str) -> float:
         """Tensor-core FLOP an SM can be fed per cycle in `precision` (0: no limit). The limit is one of operand
@@ -140,13 +153,15 @@ def dram_bytes(moved: np.ndarray, gpu: TargetSpec, reuse: L2Reuse | None) -> np.
 
 
 def roofline_ms(counts: WorkloadCounts, gpu: TargetSpec, precision: str, eff: Efficiency,
-                reuse: L2Reuse | None = None, training: bool = False, channels_last: bool = False) -> dict[str, float]:
-    """Milliseconds per class for one step on `gpu` (a training step if `training`, channels-last if
-    `channels_last`); `reuse`, when given, replaces the efficiency's own L2 reuse."""
+                reuse: L2Reuse | None = None, training: bool = False) -> dict[str, float]:
+    """Milliseconds per class for one step on `gpu` (a training step if `training`); `reuse`, when given, replaces
+    the efficiency's own L2 reuse."""
+    plain_lanes = gpu.sustained_fp32_tflops() * gpu.fp32_share_beside_int32() * 1e12 * eff.simt
     rate_of_kind = {
         "tensor": eff.tensor_tflops(gpu, precision) * 1e12,
         "matmul32": gpu.sustained_fp32_tflops() * 1e12 * eff.matmul32,
-        "depthwise": gpu.sustained_fp32_tflops() * gpu.fp32_share_beside_int32() * 1e12 * eff.simt,
+        "depthwise": plain_lanes,
+        "grouped": plain_lanes,
         "serial": eff.serial_rate(),
     }
     dense, strided = eff.bandwidth_gbps(gpu) * 1e9, eff.bandwidth_gbps(gpu, strided=True) * 1e9
@@ -161,7 +176,7 @@ def roofline_ms(counts: WorkloadCounts, gpu: TargetSpec, precision: str, eff: Ef
     rates = np.array([rate_of_kind.get(kind, 1.0) for kind in kinds])
     bandwidth = np.array([strided if kind == "strided" else dense for kind in kinds])
     compute = np.divide(flops, rates, out=np.zeros_like(flops), where=flops > 0)
-    slower = np.array([eff.time_weight(kind, precision, training, channels_last) for kind in kinds])
+    slower = np.array([eff.time_weight(kind, precision, training) for kind in kinds])
     seconds = np.maximum(compute, moved / bandwidth) * slower + eff.launch_us * 1e-6
     scale = 1e3 * (eff.training_overhead if training else 1.0)
     for kind, value in zip(kinds, seconds.tolist(), strict=True):

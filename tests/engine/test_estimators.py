@@ -119,9 +119,52 @@ def test_flops_double_with_the_batch() -> None:
 
 
 def test_depthwise_convolutions_are_counted_apart_from_tensor_math() -> None:
-    kinds = counts_for(Workload(model="mobilenetv3_small_050", mode="infer", batch_size=1)).kinds
+    kinds = counts_for(Workload(model="mobilenetv3_small_050", mode="infer", batch_size=1, precision="fp32")).kinds
     assert kinds["depthwise"].ops > 0 and kinds["depthwise"].flops > 0
     assert kinds["tensor"].flops > 0
+
+
+@pytest.mark.parametrize(("dtype", "channels", "filter_size", "groups", "dilation", "width", "layout", "kind"), [
+    ("float16", 64, 3, 64, 1, 56, "nchw", "grouped"),  # MobileNet's in half precision: cuDNN's
+    ("float16", 64, 5, 64, 1, 7, "nchw", "grouped"),
+    ("bfloat16", 64, 3, 64, 1, 56, "nchw", "depthwise"),  # the same in bf16 or fp32: PyTorch's own kernels
+    ("float32", 64, 3, 64, 1, 56, "nchw", "depthwise"),
+    ("float32", 96, 7, 96, 1, 56, "nchw", "grouped"),  # a 7 x 7 filter: PyTorch's own kernels, not slow there
+    ("float16", 16, 3, 16, 1, 112, "nchw", "depthwise"),  # under 32 channels
+    ("float16", 64, 3, 64, 2, 56, "nchw", "depthwise"),  # dilated
+    ("float16", 64, 3, 64, 1, 5, "nchw", "depthwise"),  # under 7 wide
+    ("float32", 96, 7, 96, 1, 56, "channels-last", "grouped"),  # a channels-last input: cuDNN's in any precision
+    ("float32", 128, 3, 32, 1, 56, "nchw", "grouped"),  # ResNeXt's groups of 4 channels: not depthwise
+])
+def test_a_small_depthwise_convolution_pytorch_runs_itself_is_counted_apart_from_other_grouped_ones(
+        dtype: str, channels: int, filter_size: int, groups: int, dilation: int, width: int, layout: str,
+        kind: str) -> None:
+    import torch
+
+    from engine.counting import _CountingMode
+
+    conv = torch.nn.Conv2d(channels, channels, filter_size, padding="same", groups=groups, dilation=dilation,
+                           bias=False, device="meta", dtype=getattr(torch, dtype))
+    x = torch.empty(2, channels, width, width, device="meta", dtype=getattr(torch, dtype), requires_grad=True)
+    if layout == "channels-last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    mode = _CountingMode(channels_first=True)
+    with mode:
+        conv(x).sum().backward()
+    assert [k for k, _, _ in mode.ops if k in ("depthwise", "grouped", "tensor")] == [kind, kind]
+
+
+def test_a_channels_last_workloads_depthwise_convolutions_are_cudnns() -> None:
+    kinds = counts_for(Workload(model="mobilenetv3_small_050", mode="infer", batch_size=1, precision="fp32",
+                                memory_format="nhwc")).kinds
+    assert "depthwise" not in kinds and kinds["grouped"].ops > 0
+
+
+def test_batch_norm_is_counted_apart_from_other_memory_bound_work_forward_and_backward() -> None:
+    counts = counts_for(Workload(model="resnet18", mode="train", batch_size=2, precision="amp-bf16"))
+    # resnet18's 20 BatchNorms, each once forward and once backward.
+    assert counts.kinds["norm"].ops == 40 and counts.kinds["norm"].flops == 0
+    assert counts.kinds["memory"].ops > 0
 
 
 def test_a_grouped_convolutions_gradients_each_cost_what_its_forward_does() -> None:
@@ -193,7 +236,8 @@ def test_a_reparameterized_repvgg_runs_one_convolution_per_block() -> None:
     assert folded["tensor"].ops == 22 + 1
     # A 1x1 convolution has a ninth of its 3x3 sibling's FLOPs.
     assert folded["tensor"].flops == pytest.approx(plain["tensor"].flops * 9 / 10, rel=0.02)
-    assert folded["memory"].bytes < plain["memory"].bytes / 2
+    assert "norm" not in folded  # the BatchNorms folded away
+    assert folded["memory"].bytes < (plain["memory"].bytes + plain["norm"].bytes) / 2
 
 
 def test_pytorch_2_steps_the_optimizer_in_a_few_multi_tensor_kernels_with_the_same_traffic() -> None:
@@ -308,6 +352,34 @@ def test_hostaware_is_the_weighted_geometric_mean_of_its_host_scaled_and_rooflin
                                                  done_measurement(min_ms=10.0))
     parts, w = result.details, CONSTANTS.roofline_weight
     assert result.latency_ms == pytest.approx(parts["host_scaled_ms"] ** (1 - w) * parts["roofline_ms"] ** w)
+
+
+def test_an_eagerly_timed_step_held_back_by_the_hosts_cpu_is_priced_from_its_kernels() -> None:
+    # 40 ms a step for 10 ms of kernels: the host's CPU launching them took the rest, which is no target's time.
+    eager = done_measurement(min_ms=40.0, median_ms=42.0, spread_ms=4.0, timing_mode="eager",
+                             kernel_ms={"tensor": 6.0, "simt": 1.0, "other": 3.0})
+    result = get_estimator("flops").estimate(Workload(model="resnet18"), catalog().get("h200-sxm-141-gb"),
+                                             h200_host(), eager)
+    assert (result.latency_ms, result.median_ms, result.spread_ms) == pytest.approx((10.0, 10.5, 1.0))
+
+
+@pytest.mark.parametrize(("timing_mode", "kernel_ms", "share"), [
+    ("graph", {"tensor": 2.0}, 1.0),  # a graph replay's time is the GPU's
+    ("eager", {}, 1.0),  # not profiled: the timed step is all there is
+    ("eager", {"tensor": 30.0, "other": 20.0}, 1.0),  # kernels over the step (profiler overhead): the step
+    ("eager", {"tensor": 6.0, "simt": 1.0, "other": 3.0}, 0.25),
+])
+def test_the_host_gpus_share_of_a_timed_step(timing_mode: str, kernel_ms: dict[str, float], share: float) -> None:
+    measurement = done_measurement(min_ms=40.0, timing_mode=timing_mode, kernel_ms=kernel_ms)
+    assert (measurement.device_share, measurement.device_ms) == pytest.approx((share, 40.0 * share))
+
+
+def test_hostaware_prices_an_eager_step_from_its_kernels_as_it_would_the_same_step_graph_timed() -> None:
+    host, target, workload = h200_host(), catalog().get("rtx-3090"), Workload(model="resnet18")
+    graph = get_estimator("hostaware").estimate(workload, target, host, done_measurement(min_ms=10.0))
+    eager = get_estimator("hostaware").estimate(workload, target, host,
+                                                done_measurement(min_ms=40.0, timing_mode="eager"))
+    assert eager.latency_ms == pytest.approx(graph.latency_ms)
 
 
 def test_hostaware_on_the_hosts_own_gpu_scales_the_host_time_by_one() -> None:

@@ -142,24 +142,39 @@ def test_the_strided_limit_does_not_bind_where_bandwidth_per_sm_is_low() -> None
     assert roofline_ms(WorkloadCounts(ops=[("strided", 0.0, 1e9)]), GPU, "fp32", eff)["other"] == pytest.approx(1.0)
 
 
-def test_an_fp32_nchw_training_steps_depthwise_convolution_costs_the_training_multiplier() -> None:
+def test_a_training_steps_depthwise_convolution_on_pytorchs_own_kernels_costs_the_training_multiplier() -> None:
     eff = Efficiency(tensor=1.0, simt=1.0, memory=1.0, launch_us=0.0, depthwise_training=2.5)
     # 1 GB at 1,000 GB/s: 1 ms forward (its 1 GFLOP at 5 TFLOPS does not bind), 2.5 ms in training.
     ops = WorkloadCounts(ops=[("depthwise", 1e9, 1e9)])
     assert roofline_ms(ops, GPU, "fp32", eff, training=True)["simt"] == pytest.approx(2.5)
     assert roofline_ms(ops, GPU, "amp-bf16", eff, training=True)["simt"] == pytest.approx(2.5)
+    assert roofline_ms(ops, GPU, "amp-bf16", eff)["simt"] == pytest.approx(1.0)
 
 
-def test_an_fp16_training_steps_depthwise_convolution_runs_on_cudnn_and_pays_no_multiplier() -> None:
+def test_an_fp16_training_steps_depthwise_convolution_on_pytorchs_own_kernels_pays_no_multiplier() -> None:
     eff = Efficiency(tensor=1.0, simt=1.0, memory=1.0, launch_us=0.0, depthwise_training=2.5)
     ops = WorkloadCounts(ops=[("depthwise", 1e9, 1e9)])
     assert roofline_ms(ops, GPU, "amp-fp16", eff, training=True)["simt"] == pytest.approx(1.0)
 
 
-def test_a_channels_last_training_steps_depthwise_convolution_pays_no_multiplier() -> None:
+def test_a_grouped_convolution_cudnn_runs_pays_no_multiplier() -> None:
     eff = Efficiency(tensor=1.0, simt=1.0, memory=1.0, launch_us=0.0, depthwise_training=2.5)
-    ops = WorkloadCounts(ops=[("depthwise", 1e9, 1e9)])
-    assert roofline_ms(ops, GPU, "amp-bf16", eff, training=True, channels_last=True)["simt"] == pytest.approx(1.0)
+    ops = WorkloadCounts(ops=[("grouped", 1e9, 1e9)])
+    assert roofline_ms(ops, GPU, "amp-fp16", eff, training=True)["simt"] == pytest.approx(1.0)
+
+
+def test_a_bf16_training_steps_batch_norm_runs_pytorchs_own_kernels_and_costs_the_multiplier() -> None:
+    eff = Efficiency(tensor=1.0, simt=1.0, memory=1.0, launch_us=0.0, bf16_norm_training=1.5)
+    # 1 GB at 1,000 GB/s: 1 ms; 1.5 ms in a bf16 training step.
+    ops = WorkloadCounts(ops=[("norm", 0.0, 1e9)])
+    assert roofline_ms(ops, GPU, "amp-bf16", eff, training=True)["other"] == pytest.approx(1.5)
+
+
+@pytest.mark.parametrize(("precision", "training"), [("amp-fp16", True), ("fp32", True), ("amp-bf16", False)])
+def test_batch_norm_on_cudnn_or_in_inference_pays_no_multiplier(precision: str, training: bool) -> None:
+    eff = Efficiency(tensor=1.0, simt=1.0, memory=1.0, launch_us=0.0, bf16_norm_training=1.5)
+    ops = WorkloadCounts(ops=[("norm", 0.0, 1e9)])
+    assert roofline_ms(ops, GPU, precision, eff, training=training)["other"] == pytest.approx(1.0)
 
 
 def test_a_depthwise_convolution_issues_at_half_the_fp32_peak_where_int32_shares_the_lanes() -> None:

@@ -81,6 +81,8 @@ def test_a_model_that_cannot_be_captured_is_rebuilt_once_for_eager_timing_and_ke
     assert [e for e in cuda.events if e[0] == "capture refused"] == [("capture refused", "green-context-stream-24")]
     assert [r.timing_mode for r in results] == ["eager"] * 3
     assert all((r.error or "").startswith("graph capture failed, timed eagerly: CUDA error") for r in results)
+    # Profiled, unasked: an eager step's GPU time is its kernels' (Measurement.device_share).
+    assert all(r.kernel_ms for r in results)
 
 
 def test_the_build_counts_in_the_first_settings_wall_time_only(recorder: RestrictionRecorder,
