@@ -66,12 +66,12 @@ _MATMUL = {
     aten._scaled_dot_product_flash_attention_backward.default,
     aten._scaled_dot_product_cudnn_attention_backward.default,
 }
-# Ops that only read metadata or allocate: no kernel worth counting.
 # BatchNorm, forward and backward: memory-bound like any elementwise op, but which kernels run it depends on the
 # precision (Efficiency.bf16_norm_training), so its ops are a kind of their own.
 _BATCH_NORM = {aten.native_batch_norm.default, aten.native_batch_norm_backward.default,
                aten._native_batch_norm_legit.default, aten._native_batch_norm_legit.no_stats,
                aten._native_batch_norm_legit_no_training.default}
+# Ops that only read metadata or allocate: no kernel worth counting.
 _FREE = {aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.default, aten.lift_fresh.default}
 
 

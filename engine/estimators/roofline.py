@@ -70,7 +70,8 @@ class Efficiency:
     # arithmetic per element read: MobileNetV3's depthwise kernels took 6.6 ms of its training step in fp32 and
     # 6.7 ms in bf16 on the H200, where they are PyTorch's, and 3.0 ms in fp16, where most are cuDNN's
     # (h200-kernel-profile-4.jsonl). On a 7 x 7 filter PyTorch's kernels are no slower than the price: a multiplier
-    # on them took convnext_tiny's bf16 training (three such per stage) to 1.25x its time. 1: no extra.
+    # on them (three of convnext_tiny's eighteen take an NCHW input) took its bf16 training to 1.25x its time.
+    # 1: no extra.
     depthwise_training: float = 1.0
     # A multiplier on a BatchNorm's time in a bf16 training step ('norm' ops). PyTorch hands BatchNorm to cuDNN in
     # fp32 and fp16 but never in bf16 (_batch_norm_impl_index), and its own kernels' statistics and backward
