@@ -147,9 +147,8 @@ def _kind(func: Any, args: tuple[Any, ...], inputs: list[torch.Tensor], channels
         # Depthwise and thin grouped convolutions run on the plain FP32/FP16 lanes, not on tensor cores.
         if groups > 1 and weight.shape[1] <= 4:
             # PyTorch's own kernels are slow in training only on the small filters (Efficiency.depthwise_training).
-            small = weight.shape[2] == weight.shape[3] and weight.shape[3] in (1, 3, 5)
             native = _native_depthwise(source, weight, stride, dilation, groups, channels_first)
-            return "depthwise" if native and small else "grouped"
+            return "depthwise" if native and _small_filter(weight) else "grouped"
         return "tensor"
     if func in _BATCH_NORM:
         return "norm"
@@ -178,10 +177,14 @@ def _native_depthwise(source: torch.Tensor, weight: torch.Tensor, stride: Sequen
     if not channels_first or _channels_last_like(source):
         return False
     half = source.dtype == torch.float16 and weight.dtype == torch.float16
-    cudnn_shape = (groups >= 32 and all(d == 1 for d in dilation) and weight.shape[2] == weight.shape[3]
-                   and weight.shape[3] in (1, 3, 5) and stride[0] == stride[1] and stride[0] in (1, 2)
-                   and source.shape[3] >= 7)
+    cudnn_shape = (groups >= 32 and all(d == 1 for d in dilation) and _small_filter(weight)
+                   and stride[0] == stride[1] and stride[0] in (1, 2) and source.shape[3] >= 7)
     return not (half and cudnn_shape)
+
+
+def _small_filter(weight: torch.Tensor) -> bool:
+    """Whether a convolution's filter is square and 1, 3 or 5 wide (the ones cuDNN's depthwise kernels take)."""
+    return weight.shape[2] == weight.shape[3] and weight.shape[3] in (1, 3, 5)
 
 
 def _channels_last_like(tensor: torch.Tensor) -> bool:

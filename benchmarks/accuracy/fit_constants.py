@@ -206,8 +206,9 @@ class Priced:
             feed = np.array([eff.tensor_feed(precision) for precision, _ in self.steps])
             tensor_rate = np.minimum(tensor_rate, self.issue * feed[self.step_code[self.index]])
         bytes_only = np.full_like(self.flops, np.inf)  # a memory-bound kind's FLOPs cost nothing
+        plain_lanes = self.depthwise_rate * eff.simt
         rate_of_kind = {"tensor": tensor_rate, "matmul32": self.fp32_rate * eff.matmul32,
-                        "depthwise": self.depthwise_rate * eff.simt, "grouped": self.depthwise_rate * eff.simt,
+                        "depthwise": plain_lanes, "grouped": plain_lanes,
                         "serial": np.full_like(self.flops, eff.serial_rate())}
         rate = np.choose(self.kind, [rate_of_kind.get(kind, bytes_only) for kind in KINDS])
         weight = self._per_op(eff.bytes_weight)
@@ -379,11 +380,9 @@ def logo(kind: str, samples: list[Sample], fixed: dict[str, float],
     constants = {"chosen_on_rtx3090": on_3090, "chosen_on_rtx4090": on_4090, "chosen_on_all": on_all}
     if host:
         # The host's own rows, with constants chosen on the two GeForce cards alone.
-        # No GeForce row can choose the per-SM-cycle limits (they bind only on parts with much more bandwidth or
-        # tensor rate per SM: the feed limit past the GeForce cards' 512 FLOP per SM and cycle) or the fp32/bf16
-        # depthwise training multiplier (no GeForce row is either), so a fit over those rows alone moves them where
-        # nothing holds them (the feed limit to 497 once, a fifth of what the H200 is fed; the bytes in flight from
-        # 8.4 to 6.2). The fold holds their shipped values, the constants of it chosen with the H200's rows.
+        # No GeForce row can choose GEFORCE_UNIDENTIFIED, so a fit over those rows alone moves them where nothing
+        # holds them (the feed limit to 497 once, a fifth of what the H200 is fed; the bytes in flight from 8.4 to
+        # 6.2). The fold holds their shipped values, the constants of it chosen with the H200's rows.
         unidentified = {name: shipped(kind)[name] for name in GEFORCE_UNIDENTIFIED}
         without_host = fit(kind, timm, {**unidentified, **fixed})
         table.update(score(kind, host, without_host))
