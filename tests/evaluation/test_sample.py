@@ -39,3 +39,16 @@ def test_a_modes_sample_does_not_depend_on_the_other_modes_rows() -> None:
     with_infer = {plan.key for plan in plan_sample(_rows("infer", 40) + _rows("train", 30), 10, seed=0)
                   if plan.rows[0]["mode"] == "train"}
     assert train_only == with_infer
+
+
+def test_a_model_one_file_ran_folded_and_another_plain_is_two_plans() -> None:
+    from evaluation.evaluate import plan_sample
+
+    row = {"model": "repvgg_a2", "mode": "infer", "precision": "amp-fp16", "batch_size": "1024",
+           "resolution": "224", "memory_format": "nchw", "optimizer": "none",
+           "source": "huggingface/pytorch-image-models results/benchmark-infer-amp-nchw.csv"}
+    plain = {**row, "target": "GeForce RTX 3090", "software": "torch 2.4.0 cuda 12.4"}
+    folded = {**row, "target": "GeForce RTX 4090", "software": "torch 2.9.1 cuda 12.8"}
+    plans = plan_sample([plain, folded], None, seed=0)
+    assert sorted(plan.key.endswith("|reparam") for plan in plans) == [False, True]
+    assert all(len(plan.rows) == 1 for plan in plans)
