@@ -66,7 +66,8 @@ def plan_sample(rows: list[dict[str, str]], per_mode: int | None, seed: int) -> 
     so that one measurement on the host serves as many target rows as possible."""
     plans: dict[str, Plan] = {}
     for row in rows:
-        plans.setdefault(workload_key(row), Plan(workload_key(row))).rows.append(row)
+        key = workload_key(row)  # builds the row's workload: once per row
+        plans.setdefault(key, Plan(key)).rows.append(row)
     by_mode: dict[str, list[Plan]] = defaultdict(list)
     for key in sorted(plans):
         by_mode[plans[key].rows[0]["mode"]].append(plans[key])
