@@ -84,7 +84,8 @@ class PredictionCreate(BaseModel):
     workload: Workload
     targets: list[TargetRef] = Field(
         min_length=1, max_length=MAX_TARGETS_IN_SCHEMA,
-        description="catalog ids or names (GET /v1/targets), or inline specs of GPUs not in the catalog",
+        description="catalog ids or names (GET /v1/targets), each with an optional power limit (\"rtx-4090@300w\"), "
+                    "or inline specs of GPUs not in the catalog",
     )
     estimator: EstimatorName | None = Field(
         default=None,

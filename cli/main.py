@@ -31,7 +31,8 @@ def _fail(message: str) -> None:
 @cli.command(cls=Command)
 def predict(
     model: Annotated[str, typer.Argument(help="a timm model name")],
-    targets: Annotated[str, typer.Option("--targets", "-t", help="comma-separated catalog ids or names")],
+    targets: Annotated[str, typer.Option("--targets", "-t", help="comma-separated catalog ids or names, each with an "
+                                         "optional power limit (rtx4090@300w)")],
     batch_size: Annotated[int, typer.Option("--batch-size", "-b")] = 32,
     resolution: Annotated[int, typer.Option("--resolution", "-r")] = 224,
     precision: Annotated[str, typer.Option(help="fp32|amp-fp16|amp-bf16|fp16|bf16")] = "amp-fp16",

@@ -6,13 +6,10 @@ print are reproduced by this product: RTX 3090 fp16/fp32-accumulate 71 TFLOPS, R
 RTX 2080 Ti 53.8, L4 121, RTX 5090 209.5). GeForce parts run fp16/bf16 with fp32 accumulate, and TF32, at half the
 rate of the workstation and data-center parts of the same architecture.
 
-Sustained clocks. A GPU holds its boost clock under a deep-learning load only while its power limit allows. Dynamic
-power goes about as SMs x f^3 (the voltage rises with the clock), so a product's power budget per SM and cycle,
-r = TDP / (SMs x boost^3), says how far its clock must fall below boost to stay inside its TDP. The reference is the
-product of the same chip (gpu_chip) with the most budget: it is taken to hold its boost clock, and every sibling holds
-boost x min(1, (r / r_reference))^(1/3). So a 150 W A10 holds about 1300 MHz where its GA102 siblings (RTX 3080 and
-3090) hold their boost clock, a 300 W RTX 6000 Ada about 2130 MHz beside the RTX 4090's 2520, and a 350 W H100 PCIe
-about 1650 MHz. Nothing here is fitted to measured latencies: only TDP, SM count and boost clock from the specs.
+Sustained clocks come from each product's TDP against its chip's other products (understudy/power.py: dynamic
+power goes about as SMs x f^3). So a 150 W A10 holds about 1300 MHz where its GA102 siblings (RTX 3080 and 3090) hold
+their boost clock, a 300 W RTX 6000 Ada about 2130 MHz beside the RTX 4090's 2520, and a 350 W H100 PCIe about
+1650 MHz. Nothing here is fitted to measured latencies: only TDP, SM count and boost clock from the specs.
 
 Run: python scripts/build_catalog.py ../shared/reference/gpu_specs.csv scripts/catalog_additions.csv \
          > understudy/data/gpus.csv
@@ -24,6 +21,12 @@ from __future__ import annotations
 import csv
 import re
 import sys
+from pathlib import Path
+
+# Run as a script from the checkout: the package beside it, installed or not.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from understudy.power import power_budget, power_limited_clock
 
 WHITEPAPERS = {
     "Pascal": "no tensor cores: fp16/bf16/tf32 fall back to the FP32 rate",
@@ -73,18 +76,15 @@ def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", short.lower()).strip("-")
 
 
-def power_budget(row: dict[str, str]) -> float:
-    """Watts per SM per GHz^3 at the boost clock."""
-    return float(row["tdp_w"]) / (int(row["sm_count"]) * (float(row["boost_clock_mhz"]) / 1e3) ** 3)
-
-
 def sustained_clocks(rows: list[dict[str, str]]) -> dict[str, float]:
-    """Each product's sustained clock under its power limit, by name (see the module docstring)."""
+    """Each product's sustained clock under its power limit, by name (understudy/power.py)."""
+    budgets = {row["name"]: power_budget(float(row["tdp_w"]), int(row["sm_count"]), float(row["boost_clock_mhz"]))
+               for row in rows}
     reference: dict[str, float] = {}
     for row in rows:
-        reference[row["gpu_chip"]] = max(reference.get(row["gpu_chip"], 0.0), power_budget(row))
-    return {row["name"]: round(float(row["boost_clock_mhz"])
-                               * min(1.0, power_budget(row) / reference[row["gpu_chip"]]) ** (1 / 3), 1)
+        reference[row["gpu_chip"]] = max(reference.get(row["gpu_chip"], 0.0), budgets[row["name"]])
+    return {row["name"]: round(power_limited_clock(float(row["boost_clock_mhz"]), budgets[row["name"]],
+                                                   reference[row["gpu_chip"]]), 1)
             for row in rows}
 
 

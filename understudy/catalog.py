@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from understudy.errors import UnknownTarget
+from understudy.power import power_budget, power_limited_clock
 from understudy.workload import sha256_of
 
 # Dense FLOP per clock per SM assumed for a user-defined target that gives no throughputs: a GeForce Ampere/Ada
@@ -21,6 +22,12 @@ DEFAULT_FP32_FLOP_PER_CLK_SM = 256.0
 DEFAULT_TENSOR_FLOP_PER_CLK_SM = 512.0
 # An ambiguous name lists at most this many candidates: the error is read by a person, and a request may hold many.
 MAX_CANDIDATES = 8
+# A catalog GPU under a power limit the user sets: "rtx4090@300w", "RTX 4090 @ 300 W".
+POWER_LIMIT = re.compile(r"^(?P<target>.+?)\s*@\s*(?P<watts>[0-9]+(?:\.[0-9]+)?)\s*w$", re.IGNORECASE)
+# The power limits taken, as shares of the GPU's rated TDP. Below a quarter the cube rule is far outside anything it
+# was checked on (the catalog's products span 0.45, the A10 and T4, to 1 of their chip's best budget); above the
+# rating the clock only rises to the boost clock, and twice the rating is beyond any board's.
+POWER_LIMIT_SHARES = (0.25, 2.0)
 
 
 class TargetSpec(BaseModel):
@@ -28,7 +35,9 @@ class TargetSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    id: str = Field(min_length=1, max_length=80, pattern=r"^[a-z0-9][a-z0-9._-]*$", examples=["rtx-3090"])
+    # A catalog id, "inline-<hash>", or a catalog id with the power limit a user set on it ("rtx-4090@300w").
+    id: str = Field(min_length=1, max_length=80, pattern=r"^[a-z0-9][a-z0-9._-]*(@[0-9]+(\.[0-9]+)?w)?$",
+                    examples=["rtx-3090"])
     name: str = Field(min_length=1, max_length=120, examples=["GeForce RTX 3090"])
     architecture: str = Field(default="unknown", max_length=60)
     compute_capability: str = Field(default="", max_length=8)
@@ -43,8 +52,12 @@ class TargetSpec(BaseModel):
     bf16_tensor_tflops: float | None = Field(default=None, ge=0.01, le=100_000)
     tf32_tensor_tflops: float | None = Field(default=None, ge=0.01, le=100_000)
     # The clock held under a sustained deep-learning load: below the boost clock where the power limit binds
-    # (scripts/build_catalog.py derives it from TDP, SM count and the chip's other products). None: the boost clock.
+    # (understudy/power.py derives it from TDP, SM count and the chip's other products). None: the boost clock.
     sustained_clock_mhz: float | None = Field(default=None, ge=100, le=5000)
+    # The chip and the power limit the sustained clock was derived from (catalog GPUs; a power limit set with
+    # `id@<W>w`). The estimators read only the clock, so neither is in the digest.
+    gpu_chip: str = Field(default="", max_length=40)
+    tdp_w: float | None = Field(default=None, gt=0, le=10_000)
     source: str = Field(default="user-defined", max_length=2000)
     tensor_source: str = Field(default="user-defined", max_length=2000)
     origin: Literal["catalog", "inline"] = "inline"
@@ -66,7 +79,8 @@ class TargetSpec(BaseModel):
 
     def digest(self) -> str:
         """A hash of everything an estimator reads, so an edited spec never hits a stale cache entry."""
-        return sha256_of(self.model_dump(mode="json", exclude={"source", "tensor_source", "origin"}))
+        return sha256_of(self.model_dump(mode="json", exclude={"source", "tensor_source", "origin", "gpu_chip",
+                                                               "tdp_w"}))
 
     def sustained_clock(self) -> float:
         """MHz under a sustained load: the power-limited clock where known, never above the boost clock."""
@@ -118,6 +132,13 @@ class Catalog:
 
     def __init__(self, targets: list[TargetSpec]) -> None:
         self._targets = {target.id: target for target in targets}
+        # Each chip's best-supplied product holds its boost clock (understudy.power).
+        self._reference_budgets: dict[str, float] = {}
+        for target in targets:
+            if target.gpu_chip and target.tdp_w:
+                budget = power_budget(target.tdp_w, target.sm_count, target.boost_clock_mhz)
+                self._reference_budgets[target.gpu_chip] = max(self._reference_budgets.get(target.gpu_chip, 0.0),
+                                                               budget)
         # Normal forms computed once: a request may name many targets, each looked up on the API's event loop.
         self._forms = {t.id: (_normalise(t.id), _normalise(t.name), _base(t.name)) for t in targets}
 
@@ -134,6 +155,8 @@ class Catalog:
         """The one target a name means; UnknownTarget lists the candidates when none or several match."""
         if query in self._targets:
             return self._targets[query]
+        if (limited := POWER_LIMIT.match(query.strip())) is not None:
+            return self.at_power_limit(self.get(limited["target"]), float(limited["watts"]))
         key = _normalise(query)
         if not key:
             raise UnknownTarget("empty target name")
@@ -156,6 +179,23 @@ class Catalog:
         names = [f"{t.id} ({t.name})" for t in self._targets.values() if forms[t.id][1] in close]
         hint = f"; did you mean: {', '.join(names)}" if names else "; `understudy targets` lists the catalog"
         raise UnknownTarget(f"unknown target {query[:120]!r}{hint}", names)
+
+    def at_power_limit(self, target: TargetSpec, watts: float) -> TargetSpec:
+        """`target` with its power limit set to `watts` (id "<id>@<W>w"): the clock it holds then comes from
+        understudy.power against its chip's best-supplied product, so at its rated TDP it is the catalog's own."""
+        if "@" in target.id:
+            raise UnknownTarget(f"{target.id} already has a power limit; set one on {target.id.split('@')[0]}")
+        if target.tdp_w is None or target.gpu_chip not in self._reference_budgets:
+            raise UnknownTarget(f"{target.id} has no rated TDP in the catalog, so no power limit can be set on it")
+        low, high = (share * target.tdp_w for share in POWER_LIMIT_SHARES)
+        if not low <= watts <= high:
+            raise UnknownTarget(f"a power limit on {target.name} (rated {target.tdp_w:g} W) must lie between "
+                                f"{low:g} and {high:g} W; got {watts:g} W")
+        budget = power_budget(watts, target.sm_count, target.boost_clock_mhz)
+        clock = power_limited_clock(target.boost_clock_mhz, budget, self._reference_budgets[target.gpu_chip])
+        return TargetSpec.model_validate({**target.model_dump(), "id": f"{target.id}@{watts:g}w",
+                                          "name": f"{target.name} at {watts:g} W", "tdp_w": watts,
+                                          "sustained_clock_mhz": round(clock, 1)})
 
     def find_by_device_name(self, device_name: str, memory_gb: float | None = None) -> TargetSpec | None:
         """The catalog entry for a host GPU as NVML names it ('NVIDIA H200', 'NVIDIA GeForce RTX 4090')."""
@@ -193,6 +233,8 @@ def catalog() -> Catalog:
                 bf16_tensor_tflops=float(row["bf16_tensor_tflops"]),
                 tf32_tensor_tflops=float(row["tf32_tensor_tflops"]),
                 sustained_clock_mhz=float(row["sustained_clock_mhz"]),
+                gpu_chip=row["gpu_chip"],
+                tdp_w=float(row["tdp_w"]),
                 source=row["source"],
                 tensor_source=row["tensor_source"],
                 origin="catalog",

@@ -1,5 +1,6 @@
 """Targets as they really run: a power-limited product holds a clock below its boost clock, derived from its TDP
-against its chip's other products (scripts/build_catalog.py), and every rate the estimators use follows that clock."""
+against its chip's other products (understudy/power.py), or from a power limit a user sets on a catalog GPU, and every
+rate the estimators use follows that clock."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from understudy.catalog import InlineTarget, TargetSpec, catalog
+from understudy.errors import UnknownTarget
 
 BUILD = Path(__file__).resolve().parents[2] / "scripts" / "build_catalog.py"
 
@@ -64,3 +66,34 @@ def test_the_catalog_has_the_lambda_files_gpus() -> None:
     for name in ("NVIDIA Quadro RTX 8000", "NVIDIA Tesla V100 SXM2 16 GB", "NVIDIA A100 PCIe 40 GB",
                  "NVIDIA A100 PCIe 80 GB"):
         assert catalog().get(name).name == name
+
+
+def test_a_power_limit_set_on_a_catalog_gpu_holds_the_cube_root_of_its_share_of_the_chips_best_budget() -> None:
+    capped = catalog().get("rtx4090@300w")  # the RTX 4090 is AD102's best-supplied product: 450 W at 2520 MHz
+
+    assert (capped.id, capped.name, capped.tdp_w) == ("rtx-4090@300w", "GeForce RTX 4090 at 300 W", 300)
+    assert capped.sustained_clock() == pytest.approx(2520 * (300 / 450) ** (1 / 3), abs=0.1)  # 2201.4 MHz
+    assert capped.sustained_tensor_tflops("amp-fp16") == pytest.approx(165.15 * 2201.4 / 2520, rel=1e-4)
+
+
+def test_at_its_rated_tdp_a_power_limited_gpu_holds_the_catalogs_own_clock() -> None:
+    assert catalog().get("a10-pcie@150w").sustained_clock() == catalog().get("a10-pcie").sustained_clock() == 1300.2
+
+
+def test_a_power_limit_above_what_the_chip_needs_gives_the_boost_clock() -> None:
+    assert catalog().get("rtx-3090@500w").sustained_clock() == 1695
+
+
+def test_a_power_limit_is_read_in_any_spelling_of_the_target_and_the_unit() -> None:
+    assert {catalog().get(query).id for query in ("RTX 4090 @ 300 W", "rtx-4090@300W", "rtx-4090@300w")} == {
+        "rtx-4090@300w"}
+
+
+def test_a_power_limit_outside_a_quarter_to_twice_the_rating_is_refused_with_the_range() -> None:
+    with pytest.raises(UnknownTarget, match="between 112.5 and 900 W; got 50 W"):
+        catalog().get("rtx4090@50w")
+
+
+def test_a_power_limit_is_set_on_the_catalog_gpu_not_on_one_already_limited() -> None:
+    with pytest.raises(UnknownTarget, match="already has a power limit"):
+        catalog().get("rtx-4090@300w@200w")

@@ -108,6 +108,17 @@ def test_an_inline_target_is_predicted_like_a_catalog_one(client, auth, redis):
     assert body["target_name"] == "My laptop GPU"
 
 
+def test_a_catalog_gpu_under_a_power_limit_is_its_own_target_and_runs_slower(client, auth, redis):
+    created = client.post("/v1/predictions", json=predict_body(["rtx-4090", "RTX 4090 @ 150 W"]), headers=auth)
+    run_queued_jobs(redis)
+
+    full, capped = (client.get(f"/v1/predictions/{item['id']}").json() for item in created.json()["data"])
+
+    assert (capped["status"], capped["target_id"], capped["target_name"]) == (
+        "done", "rtx-4090@150w", "GeForce RTX 4090 at 150 W")
+    assert capped["latency"]["min_ms"] > full["latency"]["min_ms"]
+
+
 def test_a_failed_prediction_runs_again_when_asked_again(client, auth, redis, db):
     created = client.post("/v1/predictions", json=predict_body(), headers=auth)
     prediction_id = created.json()["data"][0]["id"]

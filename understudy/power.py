@@ -1,0 +1,23 @@
+"""The clock a GPU holds under its power limit.
+
+A GPU holds its boost clock under a deep-learning load only while its power limit allows. Dynamic power goes about as
+SMs x f^3 (the voltage rises with the clock), so a product's power budget per SM and cycle, r = TDP / (SMs x boost^3),
+says how far its clock must fall below boost to stay inside its limit. The reference is the product of the same chip
+with the most budget: it is taken to hold its boost clock, and a product (or a power limit set on one) of budget r
+holds boost x min(1, r / r_reference)^(1/3).
+
+One rule for both uses: the catalog's sustained clocks (scripts/build_catalog.py, each product at its rated TDP) and a
+power limit a user sets on a catalog GPU (`rtx-4090@300w`: understudy.catalog).
+"""
+
+from __future__ import annotations
+
+
+def power_budget(tdp_w: float, sm_count: int, boost_clock_mhz: float) -> float:
+    """Watts per SM per GHz^3 at the boost clock."""
+    return tdp_w / (sm_count * (boost_clock_mhz / 1e3) ** 3)
+
+
+def power_limited_clock(boost_clock_mhz: float, budget: float, reference_budget: float) -> float:
+    """MHz held at `budget` on a chip whose best-supplied product has `reference_budget` (and holds its boost)."""
+    return boost_clock_mhz * min(1.0, budget / reference_budget) ** (1 / 3)
