@@ -122,6 +122,10 @@ def _normalise(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "", text)
 
 
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9]+", text.lower()))
+
+
 def _base(name: str) -> str:
     """The name without its parenthesised variant: 'GeForce RTX 3060 (12 GB)' -> 'rtx3060'."""
     return _normalise(re.sub(r"\(.*?\)", "", name))
@@ -141,6 +145,7 @@ class Catalog:
                                                                budget)
         # Normal forms computed once: a request may name many targets, each looked up on the API's event loop.
         self._forms = {t.id: (_normalise(t.id), _normalise(t.name), _base(t.name)) for t in targets}
+        self._words = {t.id: _words(t.id) | _words(t.name) for t in targets}
 
     def __iter__(self) -> Iterator[TargetSpec]:
         return iter(self._targets.values())
@@ -160,11 +165,13 @@ class Catalog:
         key = _normalise(query)
         if not key:
             raise UnknownTarget("empty target name")
-        forms = self._forms
+        forms, words = self._forms, _words(query)
         stages = (
             lambda t: forms[t.id][0] == key or forms[t.id][1] == key,
             lambda t: forms[t.id][2] == key,
             lambda t: forms[t.id][1].startswith(key) or forms[t.id][0].startswith(key),
+            # Words of the name in any order, some left out: "A6000", "quadro 8000", "RTX PRO 6000 Max-Q".
+            lambda t: words <= self._words[t.id],
         )
         for matches in stages:
             found = [target for target in self._targets.values() if matches(target)]

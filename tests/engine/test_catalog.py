@@ -38,7 +38,9 @@ def test_spellings_of_the_rtx_3060_resolve_to_one_id(name: str) -> None:
 @pytest.mark.parametrize(
     ("name", "target_id"),
     [("RTX 3060 Ti", "rtx-3060-ti-gddr6"), ("rtx 3080", "rtx-3080-10-gb"), ("RTX 3080 Ti", "rtx-3080-ti"),
-     ("Tesla T4", "t4"), ("T4", "t4"), ("H200", "h200-sxm-141-gb"), ("rtx 5090", "rtx-5090")],
+     ("Tesla T4", "t4"), ("T4", "t4"), ("H200", "h200-sxm-141-gb"), ("rtx 5090", "rtx-5090"), ("4090", "rtx-4090"),
+     ("A6000", "rtx-a6000"), ("quadro 8000", "quadro-rtx-8000"), ("6000 Ada", "rtx-6000-ada-generation"),
+     ("RTX PRO 6000 Max-Q", "rtx-pro-6000-blackwell-max-q")],
 )
 def test_names_people_type_find_the_right_card(name: str, target_id: str) -> None:
     assert catalog().get(name).id == target_id
@@ -48,7 +50,7 @@ def test_names_people_type_find_the_right_card(name: str, target_id: str) -> Non
     ("name", "candidates"),
     [("rtx 4060 ti", {"rtx-4060-ti-8-gb", "rtx-4060-ti-16-gb"}), ("A100", {"a100-sxm4-40-gb", "a100-sxm4-80-gb",
                                                                             "a100-pcie-40-gb", "a100-pcie-80-gb"}),
-     ("h100", {"h100-sxm5-80-gb", "h100-pcie-80-gb"})],
+     ("h100", {"h100-sxm5-80-gb", "h100-pcie-80-gb"}), ("a100 80", {"a100-sxm4-80-gb", "a100-pcie-80-gb"})],
 )
 def test_ambiguous_target_lists_every_candidate(name: str, candidates: set[str]) -> None:
     with pytest.raises(UnknownTarget, match="ambiguous") as info:
