@@ -263,6 +263,11 @@ class InlineTarget(BaseModel):
     # Lower bounds a real GPU clears by far: a rate of 5e-324 TFLOPS would make a prediction infinite.
     l2_cache_mb: float = Field(default=4.0, ge=0.01, le=4096)
     architecture: str = Field(default="unknown", max_length=60)
+    compute_capability: str = Field(
+        default="", pattern=r"^([0-9]{1,2}\.[0-9])?$", examples=["8.6"],
+        description="says whether the FP32 lanes also do the integer work (the consumer chips since Ampere: 8.6, 8.9, "
+        "12.0) or INT32 has lanes of its own (7.0, 7.5, 8.0, 9.0), which sets the depthwise convolutions' rate; a "
+        "consumer chip when left out")
     fp32_tflops: float | None = Field(default=None, ge=0.01, le=10_000)
     fp16_tensor_tflops: float | None = Field(default=None, ge=0.01, le=100_000)
     bf16_tensor_tflops: float | None = Field(default=None, ge=0.01, le=100_000)

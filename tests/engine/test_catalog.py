@@ -130,6 +130,12 @@ def test_a_chip_of_unknown_design_is_taken_for_a_consumer_one() -> None:
     assert spec.fp32_share_beside_int32() == 0.5
 
 
+def test_an_inline_target_that_gives_its_compute_capability_gets_the_integer_lanes_of_its_design() -> None:
+    assert _laptop(compute_capability="9.0").to_spec().fp32_share_beside_int32() == 1.0
+    assert _laptop(compute_capability="8.6").to_spec().fp32_share_beside_int32() == 0.5
+    assert _laptop().to_spec().fp32_share_beside_int32() == 0.5
+
+
 def test_inline_target_fills_rates_from_sms_and_clock() -> None:
     spec = _laptop().to_spec()
     assert spec.origin == "inline"
