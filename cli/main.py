@@ -141,14 +141,16 @@ def targets(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     table.add_column("name", ratio=1, overflow="fold")
     if wide:
         table.add_column("architecture", no_wrap=True)
-    for column in ("SMs", "MHz", "GB", "GB/s", "FP32", "FP16TC"):
+    for column in ("SMs", "MHz", *(["held", "W"] if wide else []), "GB", "GB/s", "FP32", "FP16TC"):
         table.add_column(column, justify="right", no_wrap=True)
     for s in specs:
+        power = [f"{s.sustained_clock():.0f}", f"{s.tdp_w:g}" if s.tdp_w else "-"] if wide else []
         table.add_row(s.id, s.name, *([s.architecture] if wide else []), str(s.sm_count), f"{s.boost_clock_mhz:g}",
-                      f"{s.memory_size_gb:g}", f"{s.memory_bandwidth_gbps:g}", f"{s.fp32_tflops:g}",
+                      *power, f"{s.memory_size_gb:g}", f"{s.memory_bandwidth_gbps:g}", f"{s.fp32_tflops:g}",
                       f"{s.fp16_tensor_tflops:g}")
     out.print(table)
-    console.print("[dim]MHz: boost clock; FP32, FP16TC: peak TFLOPS, FP16 on tensor cores[/dim]")
+    console.print("[dim]MHz: boost clock" + ("; held: the clock held under load at W, the rated TDP" if wide else "")
+                  + "; FP32, FP16TC: peak TFLOPS, FP16 on tensor cores; another power limit: <id>@<W>w[/dim]")
 
 
 @cli.command(cls=Command)

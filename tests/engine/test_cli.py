@@ -245,6 +245,12 @@ def test_every_target_answered_exits_0(database_url: str) -> None:
     assert result.exit_code == 0
 
 
+def test_targets_on_a_wide_terminal_show_the_clock_each_gpu_holds_at_its_rated_power() -> None:
+    result = invoke("targets", columns=160)
+    a10 = next(line.split() for line in result.stdout.splitlines() if line.startswith(" a10-pcie"))
+    assert a10[-6:-4] == ["1300", "150"]  # held MHz, W: the 150 W A10 below its 1695 MHz boost
+
+
 def test_targets_at_80_columns_cut_no_id() -> None:
     from understudy.catalog import catalog
 
