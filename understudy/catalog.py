@@ -1,4 +1,5 @@
-"""The target catalog: GPU specifications with sources, lookup by id or alias, and user-defined targets."""
+"""The target catalog: GPU specifications with sources, lookup by id, alias or words of a name, a power limit set on
+a catalog GPU (`rtx-4090@300w`), and user-defined targets."""
 
 from __future__ import annotations
 
