@@ -167,12 +167,14 @@ class Catalog:
         if not key:
             raise UnknownTarget("empty target name")
         forms, words = self._forms, _words(query)
+        numbered = any(char.isdigit() for char in "".join(words))
         stages = (
             lambda t: forms[t.id][0] == key or forms[t.id][1] == key,
             lambda t: forms[t.id][2] == key,
             lambda t: forms[t.id][1].startswith(key) or forms[t.id][0].startswith(key),
-            # Words of the name in any order, some left out: "A6000", "quadro 8000", "RTX PRO 6000 Max-Q".
-            lambda t: words <= self._words[t.id],
+            # Words of the name in any order, some left out: "A6000", "quadro 8000", "RTX PRO 6000 Max-Q". One of them
+            # must hold the model number, so that a word many GPUs could answer to ("blackwell") names none.
+            lambda t: numbered and words <= self._words[t.id],
         )
         for matches in stages:
             found = [target for target in self._targets.values() if matches(target)]

@@ -66,6 +66,12 @@ def test_unknown_target_suggests_close_names() -> None:
     assert any(c.startswith("rtx-3090 ") for c in info.value.candidates)
 
 
+@pytest.mark.parametrize("name", ["blackwell", "Ada"])
+def test_a_word_without_a_model_number_names_no_gpu_however_few_names_hold_it(name: str) -> None:
+    with pytest.raises(UnknownTarget, match="unknown target"):
+        catalog().get(name)
+
+
 def test_unknown_target_without_close_names_points_to_the_list() -> None:
     with pytest.raises(UnknownTarget, match="understudy targets"):
         catalog().get("voodoo2")
