@@ -26,7 +26,7 @@ from pathlib import Path
 # Run as a script from the checkout: the package beside it, installed or not.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from understudy.power import power_budget, power_limited_clock
+from understudy.power import power_budget, power_limited_clock, reference_budgets
 
 WHITEPAPERS = {
     "Pascal": "no tensor cores: fp16/bf16/tf32 fall back to the FP32 rate",
@@ -80,9 +80,7 @@ def sustained_clocks(rows: list[dict[str, str]]) -> dict[str, float]:
     """Each product's sustained clock under its power limit, by name (understudy/power.py)."""
     budgets = {row["name"]: power_budget(float(row["tdp_w"]), int(row["sm_count"]), float(row["boost_clock_mhz"]))
                for row in rows}
-    reference: dict[str, float] = {}
-    for row in rows:
-        reference[row["gpu_chip"]] = max(reference.get(row["gpu_chip"], 0.0), budgets[row["name"]])
+    reference = reference_budgets((row["gpu_chip"], budgets[row["name"]]) for row in rows)
     return {row["name"]: round(power_limited_clock(float(row["boost_clock_mhz"]), budgets[row["name"]],
                                                    reference[row["gpu_chip"]]), 1)
             for row in rows}

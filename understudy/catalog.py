@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from understudy.errors import UnknownTarget
-from understudy.power import power_budget, power_limited_clock
+from understudy.power import power_budget, power_limited_clock, reference_budgets
 from understudy.workload import sha256_of
 
 # Dense FLOP per clock per SM assumed for a user-defined target that gives no throughputs: a GeForce Ampere/Ada
@@ -138,12 +138,8 @@ class Catalog:
     def __init__(self, targets: list[TargetSpec]) -> None:
         self._targets = {target.id: target for target in targets}
         # Each chip's best-supplied product holds its boost clock (understudy.power).
-        self._reference_budgets: dict[str, float] = {}
-        for target in targets:
-            if target.gpu_chip and target.tdp_w:
-                budget = power_budget(target.tdp_w, target.sm_count, target.boost_clock_mhz)
-                self._reference_budgets[target.gpu_chip] = max(self._reference_budgets.get(target.gpu_chip, 0.0),
-                                                               budget)
+        self._reference_budgets = reference_budgets((t.gpu_chip, power_budget(t.tdp_w, t.sm_count, t.boost_clock_mhz))
+                                                    for t in targets if t.gpu_chip and t.tdp_w)
         # Normal forms computed once: a request may name many targets, each looked up on the API's event loop.
         self._forms = {t.id: (_normalise(t.id), _normalise(t.name), _base(t.name)) for t in targets}
         self._words = {t.id: _words(t.id) | _words(t.name) for t in targets}
@@ -203,8 +199,9 @@ class Catalog:
                                 f"{low:g} and {high:g} W; got {watts:g} W")
         budget = power_budget(watts, target.sm_count, target.boost_clock_mhz)
         clock = power_limited_clock(target.boost_clock_mhz, budget, self._reference_budgets[target.gpu_chip])
-        return TargetSpec.model_validate({**target.model_dump(), "id": f"{target.id}@{watts:g}w",
-                                          "name": f"{target.name} at {watts:g} W", "tdp_w": watts,
+        limit = f"{watts:g}"
+        return TargetSpec.model_validate({**target.model_dump(), "id": f"{target.id}@{limit}w",
+                                          "name": f"{target.name} at {limit} W", "tdp_w": watts,
                                           "sustained_clock_mhz": round(clock, 1)})
 
     def find_by_device_name(self, device_name: str, memory_gb: float | None = None) -> TargetSpec | None:

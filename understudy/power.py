@@ -12,6 +12,8 @@ power limit a user sets on a catalog GPU (`rtx-4090@300w`: understudy.catalog).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 def power_budget(tdp_w: float, sm_count: int, boost_clock_mhz: float) -> float:
     """Watts per SM per GHz^3 at the boost clock."""
@@ -21,3 +23,11 @@ def power_budget(tdp_w: float, sm_count: int, boost_clock_mhz: float) -> float:
 def power_limited_clock(boost_clock_mhz: float, budget: float, reference_budget: float) -> float:
     """MHz held at `budget` on a chip whose best-supplied product has `reference_budget` (and holds its boost)."""
     return boost_clock_mhz * min(1.0, budget / reference_budget) ** (1 / 3)
+
+
+def reference_budgets(budgets: Iterable[tuple[str, float]]) -> dict[str, float]:
+    """Each chip's most budget over its products, from (chip, budget) pairs."""
+    best: dict[str, float] = {}
+    for chip, budget in budgets:
+        best[chip] = max(best.get(chip, 0.0), budget)
+    return best
