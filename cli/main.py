@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, NoReturn, Optional
 
 import typer
 from rich import box
@@ -23,16 +23,29 @@ cli = typer.Typer(cls=Group, add_completion=False, no_args_is_help=True, help=__
 console = Console(stderr=True)
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     console.print(f"[red]error:[/red] {message}")
     raise typer.Exit(2)
+
+
+def _read_json(path: Path, what: str) -> object:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        _fail(f"cannot read the {what} file: {exc}")
 
 
 @cli.command(cls=Command)
 def predict(
     model: Annotated[str, typer.Argument(help="a timm model name")],
     targets: Annotated[str, typer.Option("--targets", "-t", help="comma-separated catalog ids or names, each with an "
-                                         "optional power limit (rtx4090@300w)")],
+                                         "optional power limit (rtx4090@300w)")] = "",
+    target_spec: Annotated[Optional[Path], typer.Option(
+        "--target-spec",
+        help='a JSON file of a GPU the catalog lacks, or a list of them, as the API takes inline targets: {"name": '
+             '"RTX 4090 Laptop", "sm_count": 76, "boost_clock_mhz": 2040, "memory_bandwidth_gbps": 576, '
+             '"memory_size_gb": 16, "gpu_chip": "AD103", "tdp_w": 150}',
+    )] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", "-b")] = 32,
     resolution: Annotated[int, typer.Option("--resolution", "-r")] = 224,
     precision: Annotated[str, typer.Option(help="fp32|amp-fp16|amp-bf16|fp16|bf16")] = "amp-fp16",
@@ -62,6 +75,7 @@ def predict(
     from pydantic import ValidationError
 
     from understudy.calibration import CalibrationSet
+    from understudy.catalog import InlineTarget
     from understudy.workload import Workload
     from cli.local import LocalPredictor
 
@@ -73,11 +87,16 @@ def predict(
                             precision=precision, optimizer=optimizer, memory_format=memory_format,
                             torch_major=torch_major, reparam=reparam)
         specs = [resolve_target(name.strip()) for name in targets.split(",") if name.strip()]
+        if target_spec is not None:
+            given = _read_json(target_spec, "target spec")
+            specs += [InlineTarget.model_validate(item).to_spec() for item in
+                      (given if isinstance(given, list) else [given])]
         if not specs:
-            _fail("no targets: name at least one, e.g. --targets rtx3060,t4 (`understudy targets` lists them)")
+            _fail("no targets: name at least one, e.g. --targets rtx3060,t4 (`understudy targets` lists them), or "
+                  "describe one with --target-spec")
         calibrations = None
         if calibration is not None:
-            given = json.loads(calibration.read_text())
+            given = _read_json(calibration, "calibration")
             if not isinstance(given, dict):
                 _fail(f"{calibration}: expected an object of calibrations by target")
             calibrations = {resolve_target(name).id: CalibrationSet.model_validate(points)
@@ -93,16 +112,12 @@ def predict(
             host = local.host
     except ValidationError as exc:
         _fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
-        return
     except UnderstudyError as exc:
         _fail(str(exc))
-        return
-    except (OSError, json.JSONDecodeError) as exc:
-        _fail(f"cannot read the calibration file: {exc}")
-        return
     failed = any(result.status == Status.failed for result, _ in rows)
     if as_json:
-        out = [{**result.model_dump(mode="json"), "cached": cached} for result, cached in rows]
+        out = [{**result.model_dump(mode="json"), "target_name": spec.name, "cached": cached}
+               for spec, (result, cached) in zip(specs, rows, strict=True)]
         sys.stdout.write(json.dumps({"workload": workload.canonical(), "host": host.model_dump(mode="json"),
                                      "predictions": out}, indent=2) + "\n")
         raise typer.Exit(1 if failed else 0)
@@ -196,14 +211,12 @@ def evaluate(
             engine.estimator(name)
     except (UnderstudyError, ValueError) as exc:
         _fail(str(exc))
-        return
     plans = plan_sample(read_rows(files, max_measured_ms), sample, seed)
     if shard:
         try:
             plans = take_shard(plans, shard)
         except ValueError as exc:
             _fail(str(exc))
-            return
     if measured_only:
         plans = [plan for plan in plans if measured_on_host(measurement_log, engine.host, plan)]
     started = time.monotonic()

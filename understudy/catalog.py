@@ -1,5 +1,6 @@
 """The target catalog: GPU specifications with sources, lookup by id, alias or words of a name, a power limit set on
-a catalog GPU (`rtx-4090@300w`), and user-defined targets."""
+a catalog GPU (`rtx-4090@300w`), and user-defined targets (priced at a power limit of their own against their chip's
+catalog products)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from understudy.errors import UnknownTarget
 from understudy.power import power_budget, power_limited_clock, reference_budgets
@@ -29,6 +30,10 @@ POWER_LIMIT = re.compile(r"^(?P<target>.+?)\s*@\s*(?P<watts>[0-9]+(?:\.[0-9]+)?)
 # was checked on (the catalog's products span 0.45, the A10 and T4, to 1 of their chip's best budget); above the
 # rating the clock only rises to the boost clock, and twice the rating is beyond any board's.
 POWER_LIMIT_SHARES = (0.25, 2.0)
+# The least power budget a user-defined part may have, as a share of its chip's best-supplied product's (a clock of
+# 0.63 of its boost): a laptop part at its lowest TGP has about 0.35-0.8 of it, and below a quarter the rule is as far
+# outside what it was checked on as a catalog power limit under a quarter of the rating.
+INLINE_BUDGET_FLOOR = 0.25
 
 
 class TargetSpec(BaseModel):
@@ -197,12 +202,31 @@ class Catalog:
         if not low <= watts <= high:
             raise UnknownTarget(f"a power limit on {target.name} (rated {target.tdp_w:g} W) must lie between "
                                 f"{low:g} and {high:g} W; got {watts:g} W")
-        budget = power_budget(watts, target.sm_count, target.boost_clock_mhz)
-        clock = power_limited_clock(target.boost_clock_mhz, budget, self._reference_budgets[target.gpu_chip])
+        clock = self.held_clock(target.gpu_chip, watts, target.sm_count, target.boost_clock_mhz)
         limit = f"{watts:g}"
         return TargetSpec.model_validate({**target.model_dump(), "id": f"{target.id}@{limit}w",
                                           "name": f"{target.name} at {limit} W", "tdp_w": watts,
-                                          "sustained_clock_mhz": round(clock, 1)})
+                                          "sustained_clock_mhz": clock})
+
+    def chips(self) -> list[str]:
+        """The chips whose products the catalog holds with a rated TDP, so that a power rule has a reference."""
+        return sorted(self._reference_budgets)
+
+    def held_clock(self, chip: str, watts: float, sm_count: int, boost_clock_mhz: float) -> float:
+        """MHz held under a sustained load by a part of `chip` with `sm_count` SMs, rated `boost_clock_mhz`,
+        at `watts`: understudy.power against the chip's best-supplied catalog product, to 0.1 MHz."""
+        budget = power_budget(watts, sm_count, boost_clock_mhz)
+        return round(power_limited_clock(boost_clock_mhz, budget, self._reference_budget(chip)), 1)
+
+    def least_power(self, chip: str, sm_count: int, boost_clock_mhz: float) -> float:
+        """The lowest power limit a user-defined part of `chip` may be priced at (INLINE_BUDGET_FLOOR)."""
+        return INLINE_BUDGET_FLOOR * self._reference_budget(chip) * sm_count * (boost_clock_mhz / 1e3) ** 3
+
+    def _reference_budget(self, chip: str) -> float:
+        if chip not in self._reference_budgets:
+            raise UnknownTarget(f"no catalog GPU is built on the chip {chip[:40]!r}, so none sets the power its clock "
+                                f"needs; the chips it knows: {', '.join(self.chips())}")
+        return self._reference_budgets[chip]
 
     def find_by_device_name(self, device_name: str, memory_gb: float | None = None) -> TargetSpec | None:
         """The catalog entry for a host GPU as NVML names it ('NVIDIA H200', 'NVIDIA GeForce RTX 4090')."""
@@ -275,10 +299,43 @@ class InlineTarget(BaseModel):
     sustained_clock_mhz: float | None = Field(
         default=None, ge=100, le=5000,
         description="the clock it holds under a sustained load, if its power limit keeps it below the boost clock "
-        "(a laptop, Max-Q or low-power part); the boost clock when left out")
+        "(a laptop, Max-Q or low-power part); the boost clock when left out, or derived from tdp_w")
+    gpu_chip: str = Field(default="", max_length=40, examples=["AD103"],
+                          description="the chip it is built on, as the catalog names chips (`understudy targets "
+                          "--json`): with tdp_w, its catalog products set the power its clock needs")
+    tdp_w: float | None = Field(
+        default=None, ge=1, le=2000, examples=[150],
+        description="the power limit it runs at (a laptop's TGP, a Max-Q or low-power part's TDP): with gpu_chip, "
+        "sets the clock it holds under load by the catalog's power rule; give this or sustained_clock_mhz")
+
+    @field_validator("gpu_chip")
+    @classmethod
+    def _chip_as_the_catalog_spells_it(cls, value: str) -> str:
+        return value.strip().upper()
+
+    @model_validator(mode="after")
+    def _one_clock(self) -> InlineTarget:
+        if self.tdp_w is None:
+            return self
+        if self.sustained_clock_mhz is not None:
+            raise ValueError("give tdp_w or sustained_clock_mhz, not both: tdp_w sets the clock held under load")
+        if not self.gpu_chip:
+            raise ValueError("tdp_w needs gpu_chip, the chip the part is built on (an RTX 4090 Laptop GPU is an "
+                             "AD103): the chip's catalog products set the power its clock needs")
+        try:
+            least = catalog().least_power(self.gpu_chip, self.sm_count, self.boost_clock_mhz)
+        except UnknownTarget as exc:
+            raise ValueError(str(exc)) from None
+        if self.tdp_w < least:
+            raise ValueError(f"tdp_w {self.tdp_w:g} W is below the {least:.0f} W the power rule prices a part of "
+                             f"{self.sm_count} SMs at {self.boost_clock_mhz:g} MHz on {self.gpu_chip} down to")
+        return self
 
     def to_spec(self) -> TargetSpec:
         data = self.model_dump()
+        if self.tdp_w is not None:
+            data["sustained_clock_mhz"] = catalog().held_clock(self.gpu_chip, self.tdp_w, self.sm_count,
+                                                               self.boost_clock_mhz)
         provisional = TargetSpec(id="inline", origin="inline", **data)
         return provisional.model_copy(update={"id": "inline-" + provisional.digest()[:12]})
 

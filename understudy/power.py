@@ -6,8 +6,9 @@ says how far its clock must fall below boost to stay inside its limit. The refer
 with the most budget: it is taken to hold its boost clock, and a product (or a power limit set on one) of budget r
 holds boost x min(1, r / r_reference)^(1/3).
 
-One rule for both uses: the catalog's sustained clocks (scripts/build_catalog.py, each product at its rated TDP) and a
-power limit a user sets on a catalog GPU (`rtx-4090@300w`: understudy.catalog).
+One rule for every use: the catalog's sustained clocks (scripts/build_catalog.py, each product at its rated TDP), a
+power limit a user sets on a catalog GPU (`rtx-4090@300w`), and a user-defined part given its power limit and chip (a
+laptop part's TGP: understudy.catalog).
 """
 
 from __future__ import annotations

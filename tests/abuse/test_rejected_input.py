@@ -47,7 +47,9 @@ IMPOSSIBLE_TARGETS = [
     {"boost_clock_mhz": 1e9}, {"memory_bandwidth_gbps": -1}, {"memory_bandwidth_gbps": 1e12},
     {"memory_size_gb": 0}, {"memory_size_gb": 1e9}, {"l2_cache_mb": 0}, {"fp32_tflops": -3},
     {"fp16_tensor_tflops": 1e12}, {"name": ""}, {"name": "x" * 10_000}, {"architecture": "y" * 1000},
-    {"__init__": "os.system"},
+    {"__init__": "os.system"}, {"tdp_w": 0}, {"tdp_w": 1e6}, {"tdp_w": 100}, {"tdp_w": 100, "gpu_chip": "XX999"},
+    {"tdp_w": 100, "gpu_chip": "GA106", "sustained_clock_mhz": 1500}, {"tdp_w": 2, "gpu_chip": "GA106"},
+    {"gpu_chip": "z" * 100},
 ]
 
 

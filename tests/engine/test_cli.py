@@ -240,6 +240,46 @@ def test_no_targets_is_a_usage_error(database_url: str) -> None:
     assert result.stdout == ""
 
 
+LAPTOP = {"name": "RTX 4090 Laptop", "sm_count": 76, "boost_clock_mhz": 2040, "memory_bandwidth_gbps": 576,
+          "memory_size_gb": 16}
+
+
+def test_a_gpu_described_in_a_target_spec_file_is_predicted_beside_the_named_ones(database_url: str,
+                                                                                  tmp_path: Path) -> None:
+    (tmp_path / "laptop.json").write_text(json.dumps(LAPTOP))
+    out = predict_json(database_url, "resnet18", "t4", "--target-spec", str(tmp_path / "laptop.json"))
+
+    assert [p["target_name"] for p in out["predictions"]] == ["NVIDIA Tesla T4", "RTX 4090 Laptop"]
+    assert out["predictions"][1]["target_id"].startswith("inline-")
+    assert [p["status"] for p in out["predictions"]] == ["done", "done"]
+
+
+def test_a_target_spec_file_may_list_several_gpus_and_stand_alone(database_url: str, tmp_path: Path) -> None:
+    (tmp_path / "laptops.json").write_text(json.dumps([LAPTOP, {**LAPTOP, "gpu_chip": "AD103", "tdp_w": 80}]))
+    result = invoke("predict", "resnet18", "--target-spec", str(tmp_path / "laptops.json"), "--json",
+                    "--database-url", database_url)
+    assert result.exit_code == 0, result.output
+
+    full, limited = (p["latency_ms"] for p in json.loads(result.stdout)["predictions"])
+    assert limited > full  # 80 W holds a lower clock than the boost
+
+
+def test_a_target_spec_the_api_would_refuse_is_a_usage_error_saying_why(database_url: str, tmp_path: Path) -> None:
+    (tmp_path / "laptop.json").write_text(json.dumps({**LAPTOP, "tdp_w": 80}))
+    result = invoke("predict", "resnet18", "--target-spec", str(tmp_path / "laptop.json"), "--database-url",
+                    database_url)
+    assert result.exit_code == 2
+    assert "tdp_w needs gpu_chip" in words(result.stderr)
+
+
+def test_an_unreadable_target_spec_file_is_a_usage_error_naming_it(database_url: str, tmp_path: Path) -> None:
+    (tmp_path / "laptop.json").write_text("{not json")
+    result = invoke("predict", "resnet18", "--target-spec", str(tmp_path / "laptop.json"), "--database-url",
+                    database_url)
+    assert result.exit_code == 2
+    assert "cannot read the target spec file" in words(result.stderr)
+
+
 def test_every_target_answered_exits_0(database_url: str) -> None:
     result = invoke("predict", "test_vit", "--targets", "t4,rtx3090", "--database-url", database_url)
     assert result.exit_code == 0

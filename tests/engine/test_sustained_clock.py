@@ -54,6 +54,56 @@ def test_a_user_defined_target_runs_at_its_boost_clock_unless_it_says_otherwise(
     assert InlineTarget(**laptop, sustained_clock_mhz=1200).to_spec().sustained_clock() == 1200
 
 
+def laptop(**power: object) -> InlineTarget:
+    """An RTX 4090 Laptop GPU as its public specs give it: an AD103 of 76 SMs, boost 2040 MHz, at a TGP of choice."""
+    return InlineTarget(name="RTX 4090 Laptop", sm_count=76, boost_clock_mhz=2040, memory_bandwidth_gbps=576,
+                        memory_size_gb=16, **power)  # type: ignore[arg-type]
+
+
+def test_a_user_defined_part_given_its_power_limit_and_chip_holds_the_cube_root_of_its_share_of_the_chips_best_budget(
+) -> None:
+    # AD103's best-supplied catalog product is the RTX 4080: 320 W on 76 SMs at 2505 MHz.
+    expected = 2040 * ((150 / (76 * 2.040 ** 3)) / (320 / (76 * 2.505 ** 3))) ** (1 / 3)  # 1945.9 MHz
+    spec = laptop(gpu_chip="AD103", tdp_w=150).to_spec()
+
+    assert spec.sustained_clock() == pytest.approx(expected, abs=0.05)
+    assert (spec.gpu_chip, spec.tdp_w) == ("AD103", 150)
+
+
+def test_a_user_defined_part_at_more_power_than_its_clock_needs_holds_its_boost() -> None:
+    assert laptop(gpu_chip="AD103", tdp_w=400).to_spec().sustained_clock() == 2040
+
+
+def test_each_power_limit_of_a_user_defined_part_is_a_target_of_its_own() -> None:
+    assert laptop(gpu_chip="AD103", tdp_w=150).to_spec().id != laptop(gpu_chip="AD103", tdp_w=80).to_spec().id
+
+
+def test_the_chip_of_a_user_defined_part_is_read_in_any_case() -> None:
+    assert laptop(gpu_chip=" ad103 ", tdp_w=150).to_spec() == laptop(gpu_chip="AD103", tdp_w=150).to_spec()
+
+
+def test_a_power_limit_without_the_chip_is_refused_saying_what_to_add() -> None:
+    with pytest.raises(ValueError, match="tdp_w needs gpu_chip"):
+        laptop(tdp_w=150)
+
+
+def test_a_power_limit_and_a_sustained_clock_together_are_refused() -> None:
+    with pytest.raises(ValueError, match="not both"):
+        laptop(gpu_chip="AD103", tdp_w=150, sustained_clock_mhz=1800)
+
+
+def test_a_chip_no_catalog_gpu_is_built_on_is_refused_with_the_chips_it_knows() -> None:
+    with pytest.raises(ValueError, match="'GA107'.*AD102, AD103"):
+        laptop(gpu_chip="GA107", tdp_w=60)
+
+
+def test_a_power_limit_under_a_quarter_of_the_chips_best_budget_is_refused_with_the_least() -> None:
+    least = 0.25 * 320 / (76 * 2.505 ** 3) * 76 * 2.040 ** 3  # 43.2 W
+    assert laptop(gpu_chip="AD103", tdp_w=44).to_spec().sustained_clock() > 0
+    with pytest.raises(ValueError, match=f"below the {least:.0f} W"):
+        laptop(gpu_chip="AD103", tdp_w=42)
+
+
 @pytest.mark.parametrize("limited, sibling", [("a10-pcie", "rtx-3090"), ("rtx-6000-ada-generation", "rtx-4090"),
                                                ("h100-pcie-80-gb", "h100-sxm5-80-gb"), ("t4", "rtx-2080")])
 def test_power_limited_parts_hold_a_lower_share_of_their_boost_than_their_chips_flagship(limited: str,

@@ -108,6 +108,20 @@ def test_an_inline_target_is_predicted_like_a_catalog_one(client, auth, redis):
     assert body["target_name"] == "My laptop GPU"
 
 
+def test_an_inline_target_given_its_power_limit_and_chip_runs_slower_than_at_its_boost_clock(client, auth, redis):
+    laptop = {"name": "RTX 4090 Laptop", "sm_count": 76, "boost_clock_mhz": 2040, "memory_bandwidth_gbps": 576,
+              "memory_size_gb": 16}
+    created = client.post("/v1/predictions", json=predict_body([laptop, {**laptop, "gpu_chip": "AD103",
+                                                                         "tdp_w": 80}]), headers=auth)
+    run_queued_jobs(redis)
+
+    full, limited = (client.get(f"/v1/predictions/{item['id']}").json() for item in created.json()["data"])
+
+    assert (full["status"], limited["status"]) == ("done", "done")
+    assert limited["target_id"] != full["target_id"]
+    assert limited["latency"]["min_ms"] > full["latency"]["min_ms"]
+
+
 def test_a_catalog_gpu_under_a_power_limit_is_its_own_target_and_runs_slower(client, auth, redis):
     created = client.post("/v1/predictions", json=predict_body(["rtx-4090", "RTX 4090 @ 150 W"]), headers=auth)
     run_queued_jobs(redis)
