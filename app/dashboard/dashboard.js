@@ -590,6 +590,8 @@
     $("#catalog-table tbody").replaceChildren(...rows.map((t) => el("tr", { dataset: { id: t.id } },
       el("td", { text: t.id }), el("td", { text: t.name }), el("td", { text: t.architecture }),
       el("td", { class: "num", text: String(t.sm_count) }), el("td", { class: "num", text: String(t.boost_clock_mhz) }),
+      el("td", { class: "num", text: String(Math.round(t.sustained_clock_mhz ?? t.boost_clock_mhz)) }),
+      el("td", { class: "num", text: t.tdp_w == null ? "-" : String(t.tdp_w) }),
       el("td", { class: "num", text: String(t.memory_size_gb) }),
       el("td", { class: "num", text: String(t.memory_bandwidth_gbps) }),
       el("td", { class: "num", text: fmtNum(t.fp32_tflops) }),

@@ -260,6 +260,15 @@ def test_the_catalog_lists_every_target_and_filters(page, live):
         == sorted(hopper)
 
 
+def test_the_catalog_shows_the_clock_a_power_limited_gpu_holds_beside_its_boost(page, live):
+    open_dashboard(page, live, "/catalog")
+    row = page.locator("#catalog-table tbody tr[data-id='a10-pcie']")
+    row.wait_for()
+    cells = row.locator("td").all_inner_texts()
+
+    assert cells[4:7] == ["1695", "1300", "150"]  # boost MHz, held MHz at 150 W, TDP
+
+
 def test_the_page_is_served_with_a_policy_that_allows_only_the_service_itself(live):
     page = httpx.get(f"{live.url}/dashboard")
     script = httpx.get(f"{live.url}/dashboard/static/dashboard.js")
