@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from understudy.errors import UnknownTarget
-from understudy.power import power_budget, power_limited_clock, reference_budgets
+from understudy.power import power_at_budget, power_budget, power_limited_clock, reference_budgets
 from understudy.workload import sha256_of
 
 # Dense FLOP per clock per SM assumed for a user-defined target that gives no throughputs: a GeForce Ampere/Ada
@@ -220,7 +220,7 @@ class Catalog:
 
     def least_power(self, chip: str, sm_count: int, boost_clock_mhz: float) -> float:
         """The lowest power limit a user-defined part of `chip` may be priced at (INLINE_BUDGET_FLOOR)."""
-        return INLINE_BUDGET_FLOOR * self._reference_budget(chip) * sm_count * (boost_clock_mhz / 1e3) ** 3
+        return power_at_budget(INLINE_BUDGET_FLOOR * self._reference_budget(chip), sm_count, boost_clock_mhz)
 
     def _reference_budget(self, chip: str) -> float:
         if chip not in self._reference_budgets:

@@ -18,7 +18,17 @@ from collections.abc import Iterable
 
 def power_budget(tdp_w: float, sm_count: int, boost_clock_mhz: float) -> float:
     """Watts per SM per GHz^3 at the boost clock."""
-    return tdp_w / (sm_count * (boost_clock_mhz / 1e3) ** 3)
+    return tdp_w / _cube_load(sm_count, boost_clock_mhz)
+
+
+def power_at_budget(budget: float, sm_count: int, boost_clock_mhz: float) -> float:
+    """The watts that give a part of `sm_count` SMs at `boost_clock_mhz` the power budget `budget`."""
+    return budget * _cube_load(sm_count, boost_clock_mhz)
+
+
+def _cube_load(sm_count: int, boost_clock_mhz: float) -> float:
+    # Dynamic power's scale: SMs x f^3, f in GHz.
+    return sm_count * (boost_clock_mhz / 1e3) ** 3
 
 
 def power_limited_clock(boost_clock_mhz: float, budget: float, reference_budget: float) -> float:
