@@ -576,7 +576,8 @@ def create_calibration(*, session: Session, settings: Settings, target: TargetSp
     points = CalibrationSet(points=[point.point() for point in request.points], base_estimator=base)
     row = Calibration(
         id=new_id(), target_id=target.id, base_estimator=base,
-        points={"points": [{"workload": p.workload.canonical(), "measured_ms": p.measured_ms} for p in points.points]},
+        points={"points": [{"workload": p.workload.canonical(), "measured_ms": p.measured_ms,
+                            **({"measured_on": p.measured_on} if p.measured_on else {})} for p in points.points]},
         parameters={"digest": points.digest(), "k": len(points.points), "fits": {}},
         created_at=utcnow(), created_by=caller.key_id if caller is not None else None,
     )

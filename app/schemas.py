@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag,
                       field_validator, model_validator)
 
-from understudy.calibration import CalibrationPoint
+from understudy.calibration import CalibrationPoint, measured_on_id
 from understudy.catalog import InlineTarget, TargetSpec, catalog
 from ledger.dispatch import worker_slot
 from understudy.errors import UnknownEstimator, UnknownTarget
@@ -548,9 +548,13 @@ class CalibrationPointCreate(BaseModel):
     workload: Workload
     measured_ms: float = Field(ge=0.01, le=600_000, allow_inf_nan=False, strict=True,
                                description="the measured step time in milliseconds")
+    measured_on: Annotated[str | None, AfterValidator(measured_on_id)] = Field(
+        default=None, min_length=1, max_length=120,
+        description="a catalog target this point was measured on, when not the calibrated one: its residual there "
+                    "carries to predictions of the same workload here")
 
     def point(self) -> CalibrationPoint:
-        return CalibrationPoint(workload=self.workload, measured_ms=self.measured_ms)
+        return CalibrationPoint(workload=self.workload, measured_ms=self.measured_ms, measured_on=self.measured_on)
 
 
 class CalibrationCreate(BaseModel):

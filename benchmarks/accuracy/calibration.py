@@ -8,6 +8,11 @@ and the other way round, so nothing the user did not measure was chosen on the t
 is the same correction fitted to all of a file's rows and scored on them: the floor of the correction's form,
 whatever k.
 
+`measured_on_the_other_card` is the calibration with points measured on another target: each file whose mode,
+precision and format another card's file shares gets every row of that file as points measured there, and k = 0 or
+5 of its own, for each share of the other card's residual tried (`--transfer-weights`; the shipped TRANSFER_WEIGHT
+was chosen on the NCHW pair). The training file has no such partner.
+
     python benchmarks/accuracy/calibration.py analytic FILES... --logo-json analytic-logo.json --counts-cache C
     python benchmarks/accuracy/calibration.py hostaware FILES... --logo-json hostaware-logo.json --log LOG ...
 """
@@ -19,6 +24,8 @@ import json
 import random
 import sys
 from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,9 +34,53 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fit_constants import HOSTAWARE_HELD, Priced, group_of, load_samples, predict_with_shares
-from understudy.calibration import CLASSES, PRIOR_POINTS, FitPoint, fit_correction
+from understudy.calibration import (CLASSES, PRIOR_POINTS, TRANSFER_WEIGHT, Correction, FitPoint, fit_correction,
+                                    log_residuals, no_correction, transfer_factor)
 
 CHOSEN_WITHOUT = {"GeForce RTX 3090": "chosen_on_rtx4090", "GeForce RTX 4090": "chosen_on_rtx3090"}
+
+
+@dataclass
+class PricedFile:
+    """One timm file's rows as the calibration sees them: the base's predictions, class shares and the measurements."""
+
+    predicted: np.ndarray
+    measured: np.ndarray
+    modes: list[str]
+    shares: list[dict[str, float]]
+    digests: list[str]
+
+    @property
+    def n(self) -> int:
+        return len(self.measured)
+
+    def fit_points(self, rows: Iterable[int]) -> list[FitPoint]:
+        return [FitPoint(predicted_ms=self.predicted[i], measured_ms=self.measured[i], mode=self.modes[i],
+                         shares=self.shares[i]) for i in rows]
+
+    def mape(self, rows: Iterable[int], correction: Correction, carried: np.ndarray | None = None) -> float:
+        """MAPE over `rows` of the base times the correction (times each row's carried-over factor)."""
+        rows = list(rows)
+        corrected = np.array([self.predicted[i] * correction.factor(self.shares[i], self.modes[i]) *
+                              (carried[i] if carried is not None else 1.0) for i in rows])
+        return float(np.mean(np.abs(corrected / self.measured[rows] - 1)) * 100)
+
+
+def priced_file(estimator: str, group: list, constants: dict) -> PricedFile:
+    """The file's rows priced with the constants chosen without its GPU."""
+    values = {**constants[CHOSEN_WITHOUT[group[0].row["target"]]], **(HOSTAWARE_HELD if estimator == "hostaware"
+                                                                      else {})}
+    predicted, shares = predict_with_shares(estimator, Priced(group), values)
+    return PricedFile(predicted=predicted, measured=np.array([s.measured_ms for s in group]),
+                      modes=[s.workload.mode for s in group],
+                      shares=[dict(zip(CLASSES, row.tolist(), strict=True)) for row in shares],
+                      digests=[s.workload.digest() for s in group])
+
+
+def same_setting(a: str, b: str) -> bool:
+    """Two timm files of one mode, precision and memory format (timm-infer-amp-nchw-rtx3090-pt240: the first four
+    fields), so of other GPUs."""
+    return a.split("-")[:4] == b.split("-")[:4]
 
 
 def main() -> None:
@@ -43,6 +94,9 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--prior", type=float, default=PRIOR_POINTS)
+    parser.add_argument("--transfer-weights", default="0,0.3,0.5,0.7,1",
+                        help="the shares of the other card's residuals tried (the shipped TRANSFER_WEIGHT is chosen "
+                             "on the NCHW pair)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     constants = json.loads(args.logo_json.read_text())["constants"]
@@ -52,37 +106,44 @@ def main() -> None:
     for sample in samples:
         by_file[group_of(sample)].append(sample)
     rng = random.Random(args.seed)
+    files = {name: priced_file(args.estimator, group, constants) for name, group in sorted(by_file.items())}
     report = {}
-    for name, group in sorted(by_file.items()):
-        values = {**constants[CHOSEN_WITHOUT[group[0].row["target"]]], **(HOSTAWARE_HELD if args.estimator ==
-                                                                          "hostaware" else {})}
-        predicted, shares = predict_with_shares(args.estimator, Priced(group), values)
-        measured = np.array([s.measured_ms for s in group])
-        modes = [s.workload.mode for s in group]
-        share_dicts = [dict(zip(CLASSES, row.tolist(), strict=True)) for row in shares]
-        base = float(np.mean(np.abs(predicted / measured - 1)) * 100)
+    for name, f in files.items():
         # The floor of this correction's form: fitted to every row of the file with no pull toward zero-shot and
         # scored on those same rows, it is the best any number of the user's points could do.
-        everything = fit_correction([FitPoint(predicted_ms=p, measured_ms=m, mode=mode, shares=share)
-                                     for p, m, mode, share in zip(predicted, measured, modes, share_dicts,
-                                                                  strict=True)], prior_points=1e-6)
-        floor = np.array([p * everything.factor(share, mode)
-                          for p, mode, share in zip(predicted, modes, share_dicts, strict=True)])
-        report[name] = {"rows": len(group), "uncalibrated_mape": round(base, 2),
-                        "fitted_to_every_row_mape": round(float(np.mean(np.abs(floor / measured - 1)) * 100), 2)}
+        everything = fit_correction(f.fit_points(range(f.n)), prior_points=1e-6)
+        report[name] = {"rows": f.n, "uncalibrated_mape": round(f.mape(range(f.n), no_correction()), 2),
+                        "fitted_to_every_row_mape": round(f.mape(range(f.n), everything), 2)}
         for k in (int(v) for v in args.ks.split(",")):
             scores = []
             for _ in range(args.draws):
-                chosen = set(rng.sample(range(len(group)), k))
-                fit = fit_correction([FitPoint(predicted_ms=predicted[i], measured_ms=measured[i], mode=modes[i],
-                                               shares=share_dicts[i]) for i in chosen], prior_points=args.prior)
-                rest = [i for i in range(len(group)) if i not in chosen]
-                corrected = np.array([predicted[i] * fit.factor(share_dicts[i], modes[i]) for i in rest])
-                scores.append(float(np.mean(np.abs(corrected / measured[rest] - 1)) * 100))
+                chosen = set(rng.sample(range(f.n), k))
+                rest = [i for i in range(f.n) if i not in chosen]
+                scores.append(f.mape(rest, fit_correction(f.fit_points(chosen), prior_points=args.prior)))
             report[name][f"k={k}"] = {"mean": round(float(np.mean(scores)), 2), "min": round(min(scores), 2),
                                       "max": round(max(scores), 2)}
+    transfer = {}
+    for name, f in files.items():
+        partner = next((other for other in files if other != name and same_setting(other, name)), None)
+        if partner is None:
+            continue
+        # Every row of the other card's file as points measured there: its own correction, then each workload's
+        # residual, as the calibrated estimator computes them.
+        other = files[partner]
+        other_points = other.fit_points(range(other.n))
+        residuals = dict(zip(other.digests, log_residuals(other_points, fit_correction(other_points)), strict=True))
+        transfer[name] = {"measured_on": partner, "rows_measured_there": sum(d in residuals for d in f.digests)}
+        draws = [sorted(rng.sample(range(f.n), 5)) for _ in range(args.draws)]
+        for weight in (float(v) for v in args.transfer_weights.split(",")):
+            carried = np.array([transfer_factor([residuals[d]] if d in residuals else [], weight) for d in f.digests])
+            scores = [f.mape([i for i in range(f.n) if i not in chosen],
+                             fit_correction(f.fit_points(chosen), prior_points=args.prior), carried)
+                      for chosen in draws]
+            transfer[name][f"weight={weight:g}"] = {"k=0": round(f.mape(range(f.n), no_correction(), carried), 2),
+                                                    "k=5": round(float(np.mean(scores)), 2)}
     text = json.dumps({"estimator": args.estimator, "prior_points": args.prior, "draws": args.draws,
-                       "files": report}, indent=2)
+                       "files": report, "transfer_weight": TRANSFER_WEIGHT, "measured_on_the_other_card": transfer},
+                      indent=2)
     print(text)
     if args.json:
         args.json.write_text(text + "\n")

@@ -72,6 +72,17 @@ def calibration_table(folder: Path) -> None:
             print(f"| {name} | {score['rows']} | {score['uncalibrated_mape']:.1f} % | "
                   + " | ".join(f"{k:.1f} %" if k is not None else "—" for k in (*ks, floor)) + " |")
         print()
+        transfer = report.get("measured_on_the_other_card") or {}
+        if not transfer:
+            continue
+        weights = [key for key in next(iter(transfer.values())) if key.startswith("weight=")]
+        print(f"| {kind}: timm file, the other card's file measured on it | its rows measured there | "
+              + " | ".join(f"k = 0 / 5, {w.replace('=', ' ')}" for w in weights) + " |")
+        print("|---|---|" + "---|" * len(weights))
+        for name, score in transfer.items():
+            print(f"| {name} | {score['rows_measured_there']} | "
+                  + " | ".join(f"{score[w]['k=0']:.1f} / {score[w]['k=5']:.1f} %" for w in weights) + " |")
+        print()
 
 
 def memory_table(folder: Path) -> None:

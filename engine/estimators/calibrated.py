@@ -1,20 +1,23 @@
 """The calibrated estimator: a base estimator's prediction for a target, times a correction fitted to a few step
-times the user measured on that target (its calibration).
+times the user measured on that target (its calibration), times what the calibration's points measured on other
+targets say of the same workload.
 
 It predicts through the engine (the Runner): the base predicts the workload and every calibration point's workload
 on the same host, sharing measurements, and understudy.calibration fits the correction to (those predictions, the
-measured times): one scale per kernel class and per mode, from the base's class shares. Fitting runs the base on
-every point, so a fit is kept in runner.fits by fit_key; the service's worker stores them with the calibration
-across jobs. Where it runs is its base's business: its identity names the
-base, the calibration and the base's host.
+measured times): one scale per kernel class and per mode, from the base's class shares. A point measured on another
+target is predicted on that target and fitted with that target's other points; its residual is kept by workload.
+Fitting runs the base on every point, so a fit is kept in runner.fits by fit_key; the service's worker stores them
+with the calibration across jobs. Where it runs is its base's business: its identity names the base, the calibration
+and the base's host.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from understudy.calibration import CalibrationSet, Correction, FitPoint, fit_correction
-from understudy.catalog import TargetSpec
+from understudy.calibration import (CalibrationPoint, CalibrationSet, Correction, FitPoint, fit_correction,
+                                    log_residuals, no_correction, transfer_factor)
+from understudy.catalog import TargetSpec, catalog
 from understudy.errors import NotCalibrated, UnderstudyError
 from understudy.estimator_info import CALIBRATED_ESTIMATOR, estimator_info
 from understudy.keys import ANY_HOST, CacheIdentity, cache_identity
@@ -23,6 +26,11 @@ from understudy.workload import Workload
 from engine.estimators.base import Calibrations, Estimate, Estimator, Progress, Runner
 
 _NOT_PER_TARGET = "the calibrated estimator predicts through its base (CalibratedEstimator.predict), not per target"
+
+
+def _measured_on(point: CalibrationPoint, target: TargetSpec) -> TargetSpec:
+    """The target a calibration point of `target` was measured on."""
+    return catalog().get(point.measured_on) if point.measured_on and point.measured_on != target.id else target
 
 
 class CalibratedEstimator(Estimator):
@@ -103,7 +111,8 @@ class CalibratedEstimator(Estimator):
         by_workload: dict[str, tuple[Workload, dict[str, TargetSpec]]] = {}
         for target, calibration in todo:
             for point in calibration.points:
-                by_workload.setdefault(point.workload.digest(), (point.workload, {}))[1][target.id] = target
+                on = _measured_on(point, target)
+                by_workload.setdefault(point.workload.digest(), (point.workload, {}))[1][on.id] = on
         predicted: dict[tuple[str, str], PredictionResult] = {}
         for digest, (point_workload, point_targets) in by_workload.items():
             for result in runner.predict(point_workload, list(point_targets.values()), base.name, progress):
@@ -114,23 +123,34 @@ class CalibratedEstimator(Estimator):
             if key in runner.fits:
                 fits[key] = runner.fits[key]
                 continue
-            points = [predicted[(point.workload.digest(), target.id)] for point in calibration.points]
-            usable = [(result.latency_ms, point.measured_ms) for result, point in zip(points, calibration.points,
-                                                                                       strict=True)
-                      if result.status == Status.done and result.latency_ms]
-            if not usable:
+            points = [predicted[(point.workload.digest(), _measured_on(point, target).id)]
+                      for point in calibration.points]
+            # The usable points by the target they were measured on, each with its workload's digest.
+            groups: dict[str, list[tuple[FitPoint, str]]] = {}
+            for result, point in zip(points, calibration.points, strict=True):
+                if result.status == Status.done and result.latency_ms:
+                    groups.setdefault(result.target_id, []).append((
+                        FitPoint(predicted_ms=result.latency_ms, measured_ms=point.measured_ms,
+                                 mode=point.workload.mode, shares=result.details.get("class_shares")),
+                        point.workload.digest()))
+            if not groups:
                 reasons = "; ".join(dict.fromkeys(f"{r.status.value}: {r.error}" for r in points))
                 fits[key] = {"error": f"none of the {len(points)} calibration points of {target.id} could be "
                                       f"predicted by {base.name} ({reasons})"}
                 continue
-            correction = fit_correction([
-                FitPoint(predicted_ms=result.latency_ms, measured_ms=point.measured_ms, mode=point.workload.mode,
-                         shares=result.details.get("class_shares"))
-                for result, point in zip(points, calibration.points, strict=True)
-                if result.status == Status.done and result.latency_ms])
+            own = [fit_point for fit_point, _ in groups.pop(target.id, [])]
+            correction = fit_correction(own) if own else no_correction()
+            # Each other target's points get that target's own correction; what is left is the workload's.
+            elsewhere: dict[str, list[float]] = {}
+            for members in groups.values():
+                fit_points = [fit_point for fit_point, _ in members]
+                residuals = log_residuals(fit_points, fit_correction(fit_points))
+                for residual, (_, digest) in zip(residuals, members, strict=True):
+                    elsewhere.setdefault(digest, []).append(residual)
             fits[key] = runner.fits[key] = {
                 "correction": correction.model_dump(),
-                "points_used": len(usable),
+                "points_used": len(own) + sum(len(members) for members in groups.values()),
+                "elsewhere": elsewhere,
                 "base_points_ms": [r.latency_ms if r.status == Status.done else None for r in points],
             }
         return fits
@@ -150,7 +170,10 @@ class CalibratedEstimator(Estimator):
             return result.model_copy(update={**named, "status": Status.failed, "error": reason, "latency_ms": None,
                                              "median_ms": None, "spread_ms": None, "samples_per_s": None,
                                              "details": details})
-        scale = Correction.model_validate(fit["correction"]).factor(result.details.get("class_shares"), workload.mode)
+        target_scale = Correction.model_validate(fit["correction"]).factor(result.details.get("class_shares"),
+                                                                          workload.mode)
+        residuals = (fit.get("elsewhere") or {}).get(workload.digest(), [])
+        scale = target_scale * transfer_factor(residuals)
         latency = (result.latency_ms or 0.0) * scale
         return result.model_copy(update={
             **named,
@@ -158,7 +181,8 @@ class CalibratedEstimator(Estimator):
             "median_ms": result.median_ms * scale if result.median_ms is not None else None,
             "spread_ms": result.spread_ms * scale if result.spread_ms is not None else None,
             "samples_per_s": workload.batch_size * 1000.0 / latency if latency else None,
-            "details": {**details, "scale": scale, "points_used": fit["points_used"],
+            "details": {**details, "scale": scale, "target_scale": target_scale,
+                        "measured_elsewhere": len(residuals), "points_used": fit["points_used"],
                         "base_points_ms": fit["base_points_ms"]},
         })
 

@@ -1,15 +1,18 @@
 """The calibrated estimator (engine.estimators.calibrated), run by the engine: the base's prediction times the
-correction fitted to the calibration points (per kernel class and mode, from the base's class shares), a failed result
-for a target without a calibration, and cache keys that follow the calibration. CPU only (analytic base)."""
+correction fitted to the calibration points (per kernel class and mode, from the base's class shares), times what
+points measured on other targets say of the same workload, a failed result for a target without a calibration, and
+cache keys that follow the calibration. CPU only (analytic base)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 from tests.fakes import make_settings
 
-from understudy.calibration import CalibrationPoint, CalibrationSet, FitPoint, fit_correction
+from understudy.calibration import (TRANSFER_WEIGHT, CalibrationPoint, CalibrationSet, FitPoint, fit_correction,
+                                    log_residuals)
 from understudy.catalog import catalog
 from understudy.errors import UnderstudyError
 from understudy.estimator_info import calibrated_version, estimator_info
@@ -72,6 +75,57 @@ def test_the_prediction_is_the_base_prediction_times_the_fitted_correction(engin
     assert details["scale"] == pytest.approx(scale)
     assert (details["points"], details["points_used"], details["calibration"]) == (2, 2, calibrated.digest())
     assert details["base_latency_ms"] == pytest.approx(base_ms)
+
+
+def fitted_on(engine: Engine, target, workloads: list[Workload], measured_ms: list[float]):  # type: ignore[no-untyped-def]
+    """The fit points of `workloads` on `target`: analytic's predictions with their class shares."""
+    results = [base_result(engine, w, target) for w in workloads]
+    return [FitPoint(predicted_ms=r.latency_ms, measured_ms=m, mode=w.mode, shares=r.details["class_shares"])
+            for r, w, m in zip(results, workloads, measured_ms, strict=True)]
+
+
+def test_a_workload_measured_on_another_target_carries_its_residual_there_over(engine: Engine) -> None:
+    own = fitted_on(engine, RTX_3090, POINTS, [3.0, 9.0])
+    # Measured on a T4: the workload asked about and one other, each twice as slow as analytic says there.
+    on_t4 = fitted_on(engine, T4, [WORKLOAD, POINTS[0]], [2 * analytic_ms(engine, WORKLOAD, T4),
+                                                         2 * analytic_ms(engine, POINTS[0], T4)])
+    t4_residual = log_residuals(on_t4, fit_correction(on_t4))[0]
+    calibrated = CalibrationSet(points=[
+        *(CalibrationPoint(workload=w, measured_ms=m) for w, m in zip(POINTS, [3.0, 9.0], strict=True)),
+        *(CalibrationPoint(workload=p_workload, measured_ms=p.measured_ms, measured_on="t4")
+          for p_workload, p in zip([WORKLOAD, POINTS[0]], on_t4, strict=True))])
+    base = base_result(engine, WORKLOAD)
+    target_scale = fit_correction(own).factor(base.details["class_shares"], "infer")
+
+    (result,) = engine.predict(WORKLOAD, [RTX_3090], "calibrated", calibrations={"rtx-3090": calibrated})
+
+    # The T4's own correction takes up part of the 2x (both its points agree); the rest is the workload's.
+    assert 0 < t4_residual < math.log(2)
+    assert result.details["target_scale"] == pytest.approx(target_scale)
+    assert result.details["measured_elsewhere"] == 1
+    assert result.latency_ms == pytest.approx(base.latency_ms * target_scale * math.exp(TRANSFER_WEIGHT * t4_residual))
+
+
+def test_a_workload_no_other_target_measured_gets_the_target_correction_alone(engine: Engine) -> None:
+    calibrated = CalibrationSet(points=[*calibration(3.0, 9.0).points,
+                                        CalibrationPoint(workload=POINTS[0], measured_ms=50.0, measured_on="t4")])
+
+    (result,) = engine.predict(WORKLOAD, [RTX_3090], "calibrated", calibrations={"rtx-3090": calibrated})
+
+    assert result.details["measured_elsewhere"] == 0
+    assert result.details["scale"] == pytest.approx(result.details["target_scale"])
+
+
+def test_a_calibration_of_other_targets_alone_leaves_the_target_uncorrected_but_for_the_workload(
+        engine: Engine) -> None:
+    calibrated = CalibrationSet(points=[CalibrationPoint(workload=WORKLOAD, measured_ms=50.0, measured_on="t4")])
+
+    (result,) = engine.predict(WORKLOAD, [RTX_3090], "calibrated", calibrations={"rtx-3090": calibrated})
+
+    assert result.status == Status.done
+    assert result.details["target_scale"] == 1.0
+    assert result.details["measured_elsewhere"] == 1
+    assert result.details["scale"] > 1.0  # 50 ms is slower than analytic's T4 price, shrunk by the T4's ridge
 
 
 def test_a_real_bias_moves_the_prediction_by_the_shrunk_correction(engine: Engine) -> None:

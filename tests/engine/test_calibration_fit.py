@@ -1,5 +1,6 @@
 """The calibration's multi-parameter fit: one log-scale per kernel class and per mode, least squares on the log
-error with a ridge toward the zero-shot prediction (understudy/calibration.py)."""
+error with a ridge toward the zero-shot prediction, and what points measured on other targets carry over to the
+same workload here (understudy/calibration.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import math
 
 import pytest
 
-from understudy.calibration import Correction, FitPoint, fit_correction
+from understudy.calibration import (TRANSFER_WEIGHT, CalibrationPoint, CalibrationSet, Correction, FitPoint,
+                                    fit_correction, log_residuals, no_correction, transfer_factor)
+from understudy.workload import Workload, sha256_of
 
 PURE = {"tensor": {"tensor": 1.0, "simt": 0.0, "other": 0.0}, "other": {"tensor": 0.0, "simt": 0.0, "other": 1.0}}
 
@@ -46,3 +49,37 @@ def test_the_fit_round_trips_as_json() -> None:
 def test_no_usable_point_is_an_error() -> None:
     with pytest.raises(ValueError, match="at least one point"):
         fit_correction([])
+
+
+def test_a_residual_is_what_the_measurement_says_beyond_the_corrected_prediction() -> None:
+    # Predicted 10 ms, corrected by 1.2 on the tensor class: 12 ms; measured 15 ms, so the residual is log 1.25.
+    correction = Correction(class_log_scales={"tensor": math.log(1.2)}, mode_log_scales={}, points=1)
+    assert log_residuals([point(15, PURE["tensor"])], correction) == [pytest.approx(math.log(1.25))]
+
+
+def test_a_workload_measured_elsewhere_takes_the_weighted_mean_of_its_residuals() -> None:
+    # Residuals log 1.2 and log 1.8 on two other targets: mean log(1.2 x 1.8) / 2; half of it at weight 0.5.
+    factor = transfer_factor([math.log(1.2), math.log(1.8)], weight=0.5)
+    assert factor == pytest.approx((1.2 * 1.8) ** 0.25)
+    assert transfer_factor([math.log(2.0)]) == pytest.approx(2.0 ** TRANSFER_WEIGHT)
+
+
+def test_a_workload_measured_nowhere_else_is_left_as_it_is() -> None:
+    assert transfer_factor([]) == 1.0
+    assert no_correction().factor(PURE["tensor"], "train") == 1.0
+
+
+def test_a_point_names_the_target_it_was_measured_on_by_its_catalog_id() -> None:
+    workload = Workload(model="resnet18", mode="infer", batch_size=8)
+    assert CalibrationPoint(workload=workload, measured_ms=3.0, measured_on="RTX 4090").measured_on == "rtx-4090"
+    with pytest.raises(ValueError, match="voodoo"):
+        CalibrationPoint(workload=workload, measured_ms=3.0, measured_on="voodoo 5")
+
+
+def test_points_of_the_target_itself_keep_their_digest_and_another_target_makes_a_new_one() -> None:
+    workload = Workload(model="resnet18", mode="infer", batch_size=8)
+    own = CalibrationSet(points=[CalibrationPoint(workload=workload, measured_ms=3.0)])
+    elsewhere = CalibrationSet(points=[CalibrationPoint(workload=workload, measured_ms=3.0, measured_on="t4")])
+    # The digest calibrations had before points could name another target: existing cache keys stay valid.
+    assert own.digest() == sha256_of([[workload.digest(), 3.0]])
+    assert elsewhere.digest() != own.digest()

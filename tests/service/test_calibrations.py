@@ -82,6 +82,22 @@ def test_a_calibration_is_stored_and_a_calibrated_prediction_is_analytic_times_t
     assert polled["host"]["host_class"] == "cpu"
 
 
+def test_a_point_measured_on_another_target_is_stored_by_its_id_and_carries_its_residual_over(client, auth, redis):
+    elsewhere = {"workload": WORKLOAD, "measured_ms": 50 * analytic_ms(WORKLOAD, "t4"), "measured_on": "Tesla T4"}
+    stored = calibrate(client, auth, points=[*POINTS, elsewhere])
+    assert stored.status_code == 201, stored.text
+    assert stored.json()["points"][2]["measured_on"] == "t4"
+
+    created = client.post("/v1/predictions", json=calibrated_body(), headers=auth)
+    run_queued_jobs(redis)
+    polled = client.get(f"/v1/predictions/{created.json()['data'][0]['id']}").json()
+
+    assert polled["status"] == "done", polled["error"]
+    assert polled["details"]["measured_elsewhere"] == 1
+    assert polled["details"]["target_scale"] == pytest.approx(fitted_scale(POINTS))
+    assert polled["details"]["scale"] > 2 * polled["details"]["target_scale"]
+
+
 def test_the_same_calibrated_request_again_comes_from_the_cache(client, auth, redis):
     calibrate(client, auth)
     client.post("/v1/predictions", json=calibrated_body(), headers=auth)
@@ -202,6 +218,7 @@ def test_an_unknown_target_is_404(client, auth):
     ({"points": [{"workload": WORKLOAD}]}, "points[0].measured_ms"),
     ({"points": POINTS, "base_estimator": "calibrated"}, "base_estimator"),
     ({"points": POINTS, "base_estimator": "crystal-ball"}, "base_estimator"),
+    ({"points": [{**POINTS[0], "measured_on": "voodoo 5"}]}, "points[0].measured_on"),
 ])
 def test_bad_points_are_422_naming_the_field(client, auth, body, field):
     answer = client.post("/v1/targets/rtx-3090/calibrations", json=body, headers=auth)
