@@ -263,6 +263,21 @@ def test_a_target_spec_file_may_list_several_gpus_and_stand_alone(database_url: 
     assert at_80_w > at_150_w  # 80 W holds a lower clock
 
 
+def test_a_calibration_of_other_gpus_alone_answers_for_a_gpu_never_measured(database_url: str) -> None:
+    # ConvNeXt-T measured on an RTX 3090 and an RTX 4090 (timm's public rows), asked about an RTX 3060.
+    example = Path(__file__).resolve().parents[2] / "examples" / "measured-elsewhere.json"
+    result = invoke("predict", "convnext_tiny", "--mode", "infer", "--batch-size", "1024", "--precision", "amp-fp16",
+                    "--targets", "rtx3060", "--estimator", "calibrated", "--calibration", str(example), "--json",
+                    "--database-url", database_url)
+    assert result.exit_code == 0, result.output
+
+    [prediction] = json.loads(result.stdout)["predictions"]
+    details = prediction["details"]
+    assert (details["measured_elsewhere"], details["target_scale"]) == (2, 1.0)
+    assert prediction["latency_ms"] == pytest.approx(details["base_latency_ms"] * details["scale"])
+    assert details["scale"] != 1.0
+
+
 def test_a_target_spec_the_api_would_refuse_is_a_usage_error_saying_why(database_url: str, tmp_path: Path) -> None:
     (tmp_path / "laptop.json").write_text(json.dumps({**LAPTOP, "tdp_w": 80}))
     result = invoke("predict", "resnet18", "--target-spec", str(tmp_path / "laptop.json"), "--database-url",
