@@ -8,10 +8,10 @@ from typing import Annotated, Any, Literal
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag,
                       field_validator, model_validator)
 
-from understudy.calibration import CalibrationPoint, measured_on_id
-from understudy.catalog import InlineTarget, TargetSpec, catalog
+from understudy.calibration import CalibrationPoint
+from understudy.catalog import CatalogTarget, InlineTarget, TargetSpec
 from ledger.dispatch import worker_slot
-from understudy.errors import UnknownEstimator, UnknownTarget
+from understudy.errors import UnknownEstimator
 from understudy.estimator_info import CALIBRATED_ESTIMATOR, estimator_info
 from understudy.populations import PopulationSummary
 from understudy.links import Link
@@ -22,13 +22,6 @@ from understudy.traces import DEFAULT_OORT_THRESHOLD, MAX_TRACE_CELLS, TraceForm
 from understudy.workload import Workload
 
 # --- requests ---------------------------------------------------------------------------------------------------
-
-
-def _known_target(value: str) -> str:
-    try:
-        return catalog().get(value).id
-    except UnknownTarget as exc:
-        raise ValueError(str(exc)) from None
 
 
 def _known_estimator(value: str) -> str:
@@ -46,7 +39,6 @@ def _target_kind(value: Any) -> str | None:
     return None
 
 
-CatalogTarget = Annotated[str, StringConstraints(min_length=1, max_length=120), AfterValidator(_known_target)]
 TargetRef = Annotated[
     Annotated[CatalogTarget, Tag("catalog")] | Annotated[InlineTarget, Tag("inline")],
     Discriminator(_target_kind, custom_error_type="target_type",
@@ -548,8 +540,8 @@ class CalibrationPointCreate(BaseModel):
     workload: Workload
     measured_ms: float = Field(ge=0.01, le=600_000, allow_inf_nan=False, strict=True,
                                description="the measured step time in milliseconds")
-    measured_on: Annotated[str | None, AfterValidator(measured_on_id)] = Field(
-        default=None, min_length=1, max_length=120,
+    measured_on: CatalogTarget | None = Field(
+        default=None,
         description="a catalog target this point was measured on, when not the calibrated one: its residual there "
                     "carries to predictions of the same workload here")
 

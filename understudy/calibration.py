@@ -24,22 +24,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Annotated
 
 import numpy as np
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from understudy.catalog import catalog
-from understudy.errors import UnknownTarget
+from understudy.catalog import CatalogTarget
 from understudy.workload import Workload, sha256_of
-
-
-def measured_on_id(value: str | None) -> str | None:
-    """The catalog id of the target a point was measured on; a ValueError names the candidates for an unknown one."""
-    try:
-        return catalog().get(value).id if value is not None else None
-    except UnknownTarget as exc:
-        raise ValueError(str(exc)) from None
 
 
 class CalibrationPoint(BaseModel):
@@ -50,8 +40,7 @@ class CalibrationPoint(BaseModel):
 
     workload: Workload
     measured_ms: float = Field(gt=0, le=3_600_000)
-    measured_on: Annotated[str | None, AfterValidator(measured_on_id)] = Field(default=None, min_length=1,
-                                                                              max_length=120)
+    measured_on: CatalogTarget | None = None
 
 
 class CalibrationSet(BaseModel):

@@ -10,9 +10,9 @@ import re
 from collections.abc import Iterator
 from functools import lru_cache
 from importlib import resources
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from understudy.errors import UnknownTarget
 from understudy.power import power_at_budget, power_budget, power_limited_clock, reference_budgets
@@ -272,6 +272,18 @@ def catalog() -> Catalog:
             )
         )
     return Catalog(targets)
+
+
+def catalog_id(name: str) -> str:
+    """The catalog id a name means, for a validator: its ValueError names the candidates for an unknown name."""
+    try:
+        return catalog().get(name).id
+    except UnknownTarget as exc:
+        raise ValueError(str(exc)) from None
+
+
+# A catalog GPU as a request or a calibration point names it, validated to its id.
+CatalogTarget = Annotated[str, StringConstraints(min_length=1, max_length=120), AfterValidator(catalog_id)]
 
 
 class InlineTarget(BaseModel):
