@@ -15,7 +15,7 @@ and a workload whose time is spread over classes informs each of them in proport
 A point may also have been measured on another target (`measured_on`): a federated population's other devices, or a
 card the user measured before. Such a point says nothing of this target's scales, but what it says beyond its own
 target's correction belongs to the workload (a model the estimators price too fast on one GPU they mostly price too
-fast on the next: on the RTX 3090 and RTX 4090 files those residuals correlate at 0.6-0.75). So each other target's
+fast on the next: on the RTX 3090 and RTX 4090 files those residuals correlate at 0.62-0.77). So each other target's
 points are fitted a correction of their own, and a prediction of a workload they measured is multiplied by
 e^(TRANSFER_WEIGHT x the mean of its residuals there).
 """
@@ -67,7 +67,7 @@ PRIOR_POINTS = 10.0
 # The share of a workload's residual on other targets that its prediction here takes: chosen among 0, 0.3, 0.5, 0.7
 # and 1 at k = 5 on the NCHW pair of timm files (each card's file measured on the other; hostaware and analytic) and
 # reported on the NHWC pair (benchmarks/accuracy/calibration.py). Less than 1, as a regression toward zero should be:
-# the residuals correlate at 0.6-0.75 and spread about as much on one card as on the other.
+# the residuals correlate at 0.62-0.77 and spread about as much on one card as on the other.
 TRANSFER_WEIGHT = 0.7
 
 

@@ -132,7 +132,12 @@ def main() -> None:
         other = files[partner]
         other_points = other.fit_points(range(other.n))
         residuals = dict(zip(other.digests, log_residuals(other_points, fit_correction(other_points)), strict=True))
-        transfer[name] = {"measured_on": partner, "rows_measured_there": sum(d in residuals for d in f.digests)}
+        # How far the workloads' zero-shot log residuals agree on the two cards: what there is to carry over.
+        shared = [(i, other.digests.index(d)) for i, d in enumerate(f.digests) if d in residuals]
+        here, there = (np.log(np.array([file.measured[j] / file.predicted[j] for j in rows]))
+                       for file, rows in ((f, [i for i, _ in shared]), (other, [j for _, j in shared])))
+        transfer[name] = {"measured_on": partner, "rows_measured_there": len(shared),
+                          "residual_correlation": round(float(np.corrcoef(here, there)[0, 1]), 2)}
         draws = [sorted(rng.sample(range(f.n), 5)) for _ in range(args.draws)]
         for weight in (float(v) for v in args.transfer_weights.split(",")):
             carried = np.array([transfer_factor([residuals[d]] if d in residuals else [], weight) for d in f.digests])

@@ -76,11 +76,11 @@ def calibration_table(folder: Path) -> None:
         if not transfer:
             continue
         weights = [key for key in next(iter(transfer.values())) if key.startswith("weight=")]
-        print(f"| {kind}: timm file, the other card's file measured on it | its rows measured there | "
-              + " | ".join(f"k = 0 / 5, {w.replace('=', ' ')}" for w in weights) + " |")
-        print("|---|---|" + "---|" * len(weights))
+        print(f"| {kind}: timm file, the other card's file measured on it | its rows measured there | residuals' "
+              "correlation | " + " | ".join(f"k = 0 / 5, {w.replace('=', ' ')}" for w in weights) + " |")
+        print("|---|---|---|" + "---|" * len(weights))
         for name, score in transfer.items():
-            print(f"| {name} | {score['rows_measured_there']} | "
+            print(f"| {name} | {score['rows_measured_there']} | {score['residual_correlation']:.2f} | "
                   + " | ".join(f"{score[w]['k=0']:.1f} / {score[w]['k=5']:.1f} %" for w in weights) + " |")
         print()
 
