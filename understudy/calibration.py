@@ -12,6 +12,8 @@ log error over the points plus a ridge that pulls every log-scale toward 0, the 
 PRIOR_POINTS more points had agreed with the base: with one point it barely moves, with many it follows the data,
 and a workload whose time is spread over classes informs each of them in proportion.
 
+What a point says beyond the correction belongs to its workload. A point of the target itself answers its own
+workload: predicted again, that workload gets its measurement back (the mean of the logs, if measured more than once).
 A point may also have been measured on another target (`measured_on`): a federated population's other devices, or a
 card the user measured before. Such a point says nothing of this target's scales, but what it says beyond its own
 target's correction belongs to the workload (a model the estimators price too fast on one GPU they mostly price too

@@ -36,7 +36,7 @@ ESTIMATORS: dict[str, EstimatorInfo] = {
         EstimatorInfo("hostaware", "14", True, "the host's measured time split by kernel class, each class rescaled "
                       "by the roofline's target/host time ratio, and blended with the roofline"),
         # Runs where its base runs (the API places it as its base; the engine checks the base), so no GPU of its own.
-        EstimatorInfo("calibrated", "2", False, "a base estimator scaled by a correction fitted to a few measured "
+        EstimatorInfo("calibrated", "3", False, "a base estimator scaled by a correction fitted to a few measured "
                       "latencies of the target (POST /v1/targets/{id}/calibrations)"),
     )
 }

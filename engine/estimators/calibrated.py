@@ -1,11 +1,12 @@
 """The calibrated estimator: a base estimator's prediction for a target, times a correction fitted to a few step
 times the user measured on that target (its calibration), times what the calibration's points measured on other
-targets say of the same workload.
+targets say of the same workload. A workload the target itself measured is answered with its measurement.
 
 It predicts through the engine (the Runner): the base predicts the workload and every calibration point's workload
 on the same host, sharing measurements, and understudy.calibration fits the correction to (those predictions, the
-measured times): one scale per kernel class and per mode, from the base's class shares. A point measured on another
-target is predicted on that target and fitted with that target's other points; its residual is kept by workload.
+measured times): one scale per kernel class and per mode, from the base's class shares. What a point says beyond its
+target's correction is kept by workload: a point of this target answers its own workload, and a point measured on
+another target (predicted there and fitted with that target's other points) carries to the same workload here.
 Fitting runs the base on every point, so a fit is kept in runner.fits by fit_key; the service's worker stores them
 with the calibration across jobs. Where it runs is its base's business: its identity names the base, the calibration
 and the base's host.
@@ -13,6 +14,7 @@ and the base's host.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from understudy.calibration import (CalibrationPoint, CalibrationSet, Correction, FitPoint, fit_correction,
@@ -31,6 +33,14 @@ _NOT_PER_TARGET = "the calibrated estimator predicts through its base (Calibrate
 def _measured_on(point: CalibrationPoint, target: TargetSpec) -> TargetSpec:
     """The target a calibration point of `target` was measured on."""
     return catalog().get(point.measured_on) if point.measured_on and point.measured_on != target.id else target
+
+
+def _by_workload(points: list[tuple[FitPoint, str]], correction: Correction) -> dict[str, list[float]]:
+    """The points' log residuals beyond `correction`, by the digest of each point's workload."""
+    found: dict[str, list[float]] = {}
+    for residual, (_, digest) in zip(log_residuals([p for p, _ in points], correction), points, strict=True):
+        found.setdefault(digest, []).append(residual)
+    return found
 
 
 class CalibratedEstimator(Estimator):
@@ -63,9 +73,12 @@ class CalibratedEstimator(Estimator):
                               calibration.digest() if calibration is not None else "none")
 
     def fit_key(self, runner: Runner, calibration: CalibrationSet, target: TargetSpec, base: Estimator) -> str:
-        """What a fit depends on: the points, the target, the base estimator@version and the host it measured on."""
+        """What a fit depends on: the points, the target, the base estimator@version, the host it measured on and
+        this estimator's version (what a fit holds). It starts with the points' digest: the worker stores a
+        calibration's fits by it."""
         host_key = base.identity(runner, target, {}).host_key
-        return f"{calibration.digest()[:16]}/{target.digest()[:16]}/{base.name}@{base.version}/{host_key}"
+        return (f"{calibration.digest()[:16]}/{target.digest()[:16]}/{base.name}@{base.version}/{host_key}/"
+                f"{self.name}@{self.version}")
 
     def predict(self, runner: Runner, workload: Workload, targets: list[TargetSpec], progress: Progress | None,
                 calibrations: Calibrations) -> list[PredictionResult]:
@@ -138,18 +151,19 @@ class CalibratedEstimator(Estimator):
                 fits[key] = {"error": f"none of the {len(points)} calibration points of {target.id} could be "
                                       f"predicted by {base.name} ({reasons})"}
                 continue
-            own = [fit_point for fit_point, _ in groups.pop(target.id, [])]
-            correction = fit_correction(own) if own else no_correction()
-            # Each other target's points get that target's own correction; what is left is the workload's.
+            own = groups.pop(target.id, [])
+            correction = fit_correction([fit_point for fit_point, _ in own]) if own else no_correction()
+            # What each point says beyond its target's correction is its workload's: here, the target's own; for
+            # every other target, after a correction of that target's own.
+            here = _by_workload(own, correction)
             elsewhere: dict[str, list[float]] = {}
             for members in groups.values():
-                fit_points = [fit_point for fit_point, _ in members]
-                residuals = log_residuals(fit_points, fit_correction(fit_points))
-                for residual, (_, digest) in zip(residuals, members, strict=True):
-                    elsewhere.setdefault(digest, []).append(residual)
+                for digest, residuals in _by_workload(members, fit_correction([p for p, _ in members])).items():
+                    elsewhere.setdefault(digest, []).extend(residuals)
             fits[key] = runner.fits[key] = {
                 "correction": correction.model_dump(),
                 "points_used": len(own) + sum(len(members) for members in groups.values()),
+                "here": here,
                 "elsewhere": elsewhere,
                 "base_points_ms": [r.latency_ms if r.status == Status.done else None for r in points],
             }
@@ -172,8 +186,13 @@ class CalibratedEstimator(Estimator):
                                              "details": details})
         target_scale = Correction.model_validate(fit["correction"]).factor(result.details.get("class_shares"),
                                                                           workload.mode)
-        residuals = (fit.get("elsewhere") or {}).get(workload.digest(), [])
-        scale = target_scale * transfer_factor(residuals)
+        measured_here = fit["here"].get(workload.digest(), [])
+        # The target's own measurement of this very workload is the answer (the mean of its logs if measured more
+        # than once); only a workload it did not measure takes what other targets measured of it.
+        residuals = [] if measured_here else fit["elsewhere"].get(workload.digest(), [])
+        carried = (math.exp(sum(measured_here) / len(measured_here)) if measured_here
+                   else transfer_factor(residuals))
+        scale = target_scale * carried
         latency = (result.latency_ms or 0.0) * scale
         return result.model_copy(update={
             **named,
@@ -182,7 +201,8 @@ class CalibratedEstimator(Estimator):
             "spread_ms": result.spread_ms * scale if result.spread_ms is not None else None,
             "samples_per_s": workload.batch_size * 1000.0 / latency if latency else None,
             "details": {**details, "scale": scale, "target_scale": target_scale,
-                        "measured_elsewhere": len(residuals), "points_used": fit["points_used"],
+                        "measured_here": len(measured_here), "measured_elsewhere": len(residuals),
+                        "points_used": fit["points_used"],
                         "base_points_ms": fit["base_points_ms"]},
         })
 

@@ -1,6 +1,7 @@
 """The calibrated estimator (engine.estimators.calibrated), run by the engine: the base's prediction times the
 correction fitted to the calibration points (per kernel class and mode, from the base's class shares), times what
-points measured on other targets say of the same workload, a failed result for a target without a calibration, and
+points measured on other targets say of the same workload, the target's own measurement of a workload given back for
+it, a failed result for a target without a calibration, and
 cache keys that follow the calibration. CPU only (analytic base)."""
 
 from __future__ import annotations
@@ -126,6 +127,35 @@ def test_a_calibration_of_other_targets_alone_leaves_the_target_uncorrected_but_
     assert result.details["target_scale"] == 1.0
     assert result.details["measured_elsewhere"] == 1
     assert result.details["scale"] > 1.0  # 50 ms is slower than analytic's T4 price, shrunk by the T4's ridge
+
+
+def test_a_workload_the_target_measured_is_answered_with_its_measurement(engine: Engine) -> None:
+    calibrated = CalibrationSet(points=[CalibrationPoint(workload=WORKLOAD, measured_ms=7.0),
+                                        *calibration(3.0, 9.0).points])
+
+    (result,) = engine.predict(WORKLOAD, [RTX_3090], "calibrated", calibrations={"rtx-3090": calibrated})
+
+    assert result.latency_ms == pytest.approx(7.0)
+    assert (result.details["measured_here"], result.details["measured_elsewhere"]) == (1, 0)
+
+
+def test_a_workload_measured_twice_is_answered_with_the_geometric_mean(engine: Engine) -> None:
+    calibrated = CalibrationSet(points=[CalibrationPoint(workload=WORKLOAD, measured_ms=4.0),
+                                        CalibrationPoint(workload=WORKLOAD, measured_ms=9.0)])
+
+    (result,) = engine.predict(WORKLOAD, [RTX_3090], "calibrated", calibrations={"rtx-3090": calibrated})
+
+    assert result.latency_ms == pytest.approx(6.0)
+
+
+def test_the_targets_own_measurement_outranks_what_other_targets_measured(engine: Engine) -> None:
+    calibrated = CalibrationSet(points=[CalibrationPoint(workload=WORKLOAD, measured_ms=7.0),
+                                        CalibrationPoint(workload=WORKLOAD, measured_ms=50.0, measured_on="t4")])
+
+    (result,) = engine.predict(WORKLOAD, [RTX_3090], "calibrated", calibrations={"rtx-3090": calibrated})
+
+    assert result.latency_ms == pytest.approx(7.0)
+    assert (result.details["measured_here"], result.details["measured_elsewhere"]) == (1, 0)
 
 
 def test_a_real_bias_moves_the_prediction_by_the_shrunk_correction(engine: Engine) -> None:
