@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from app.errors import Conflict, FieldError, NotFound, ServiceUnavailable, TooManyRequests
 from app.schemas import CalibrationCreate, PopulationCreate, PredictionCreate
 from app.security import Caller
-from ledger.admission import admit, estimate_seconds, job_started
+from ledger.admission import admit, calibrated_seconds, estimate_seconds, job_started
 from understudy.calibration import CalibrationSet
 from understudy.catalog import InlineTarget, TargetSpec, resolve_target
 from ledger.dispatch import enqueue, new_job_id, rq_queue
@@ -31,7 +31,7 @@ from ledger.queues import CPU_QUEUE, GPU_QUEUE_PREFIX, alive_key, is_gpu_queue
 from understudy.results import Status
 from understudy.settings import Settings
 from ledger.models import Calibration, Host, Population, Prediction, PredictionOwner, new_id, utcnow
-from ledger.calibrations import calibration_digest
+from ledger.calibrations import calibration_digest, calibration_set
 from ledger.predictions import insert_queued, new_row, requeue_failed
 from understudy.workload import Workload
 
@@ -189,12 +189,17 @@ def place(*, session: Session, redis: Redis, settings: Settings, request: Predic
 
 
 def place_calibrated(*, session: Session, redis: Redis, settings: Settings, request: PredictionCreate,
-                     workload: Workload, specs: list[TargetSpec],
-                     caller: Caller | None) -> tuple[Placement, list[CacheIdentity], list[Calibration]]:
+                     workload: Workload, specs: list[TargetSpec], caller: Caller | None,
+                     given: dict[str, Calibration] | None = None,
+                     ) -> tuple[Placement, list[CacheIdentity], list[Calibration]]:
     """The calibrated estimator goes where its base goes; each target's identity names the calibration it uses: the
-    one the request names by id for its target, else the caller's own latest for that target (never another key's)."""
-    found = latest_calibrations(session=session, target_ids=[spec.id for spec in specs],
-                                owner=caller.key_id if caller is not None else None)
+    one `given` for it (a population's), else the one the request names by id for its target, else the caller's own
+    latest for that target (never another key's)."""
+    if given is not None:
+        found = dict(given)
+    else:
+        found = latest_calibrations(session=session, target_ids=[spec.id for spec in specs],
+                                    owner=caller.key_id if caller is not None else None)
     if request.calibration is not None:
         named = session.get(Calibration, request.calibration)
         if named is None:
@@ -304,16 +309,17 @@ def record_owner(*, session: Session, caller: Caller | None, rows: list[Predicti
 
 
 def create_predictions(*, session: Session, redis: Redis, settings: Settings, request: PredictionCreate,
-                       caller: Caller | None = None) -> Created:
+                       caller: Caller | None = None, given: dict[str, Calibration] | None = None) -> Created:
     """Serve cached results, admit and insert the missing rows (exactly once, whatever runs concurrently), queue
-    one job; every row goes into the caller's history."""
+    one job; every row goes into the caller's history. `given`: with estimator calibrated, the calibration of each
+    target by id (a population's), in place of the caller's latest."""
     workload = request.workload
     specs = resolve_targets(list(request.targets), settings)
     calibrations: list[Calibration] | None = None
     if request.estimator == CALIBRATED_ESTIMATOR:
         placement, identities, calibrations = place_calibrated(session=session, redis=redis, settings=settings,
                                                                request=request, workload=workload, specs=specs,
-                                                               caller=caller)
+                                                               caller=caller, given=given)
     else:
         if request.calibration is not None:
             raise FieldError("calibration", "a calibration applies only with estimator 'calibrated'")
@@ -340,8 +346,14 @@ def create_predictions(*, session: Session, redis: Redis, settings: Settings, re
     owner = caller.key_id if caller is not None else ANONYMOUS
     if to_run:
         check_queue(session=session, redis=redis, settings=settings, queue=placement.host_class)
-        charge(redis=redis, settings=settings, owner=owner, queue=placement.host_class,
-               cost_s=estimate_seconds(workload, placement.estimator, len(to_run)))
+        if calibrations is None:
+            cost_s = estimate_seconds(workload, placement.estimator, len(to_run))
+        else:
+            unfitted = {row.id: (row.target_id, calibration_set(row)) for row in calibrations
+                        if not (row.parameters or {}).get("fits")}
+            cost_s = calibrated_seconds(workload, calibrations[0].base_estimator, len(to_run),
+                                        list(unfitted.values()))
+        charge(redis=redis, settings=settings, owner=owner, queue=placement.host_class, cost_s=cost_s)
 
     now = utcnow()
     job_id = new_job_id()
@@ -482,15 +494,26 @@ def create_population(*, session: Session, redis: Redis, settings: Settings, req
     if len(merged) > settings.max_targets:
         raise FieldError("devices", f"at most {settings.max_targets} distinct targets per population "
                                     "(UNDERSTUDY_MAX_TARGETS)")
+    population_id = new_id()
+    estimator, calibrations = request.estimator, None
+    if request.measurements:
+        estimator = CALIBRATED_ESTIMATOR
+        calibrations = measured_calibrations(session=session, settings=settings, request=request,
+                                             specs=[spec for _, spec, _ in merged.values()],
+                                             population_id=population_id, caller=caller)
     created = create_predictions(session=session, redis=redis, settings=settings, request=PredictionCreate(
-        workload=request.workload, targets=[item for item, _, _ in merged.values()], estimator=request.estimator,
-        host=request.host), caller=caller)
-    members = [{"target_id": spec.id, "target_name": spec.name, "weight": weight, "prediction_id": row.id}
+        workload=request.workload, targets=[item for item, _, _ in merged.values()], estimator=estimator,
+        host=request.host), caller=caller, given=calibrations)
+    members = [{"target_id": spec.id, "target_name": spec.name, "weight": weight, "prediction_id": row.id,
+                **({"calibration_id": calibrations[spec.id].id} if calibrations else {})}
                for (_, spec, weight), row in zip(merged.values(), created.rows, strict=True)]
     population = Population(
-        request_id=created.request_id, workload_digest=request.workload.digest(),
+        id=population_id, request_id=created.request_id, workload_digest=request.workload.digest(),
         workload=request.workload.canonical(), model=request.workload.model, estimator=created.rows[0].estimator,
         members=members, ks=list(request.k), slowest=request.slowest, weighting=request.weighting,
+        measurements=[{"target": m.target, "measured_ms": m.measured_ms,
+                       "workload": (m.workload or request.workload).canonical()} for m in request.measurements]
+        or None,
         status="queued", created_by=caller.key_id if caller is not None else None,
     )
     session.add(population)
@@ -566,39 +589,67 @@ def summarize_population(population: Population, rows: dict[str, Prediction]) ->
 # --- calibrations -----------------------------------------------------------------------------------------------
 
 
+def default_base(*, session: Session, settings: Settings) -> str:
+    """The base estimator a calibration corrects when none is named: hostaware with a GPU worker, else analytic."""
+    return DEFAULT_GPU_ESTIMATOR if live_gpu_hosts(session=session, settings=settings) else DEFAULT_CPU_ESTIMATOR
+
+
+def calibration_row(*, target_id: str, points: CalibrationSet, caller: Caller | None,
+                    population_id: str | None = None) -> Calibration:
+    """A calibration's row, added to no session: its points as the worker reads them back (ledger.calibrations)."""
+    return Calibration(
+        id=new_id(), target_id=target_id, base_estimator=points.base_estimator,
+        points={"points": [{"workload": p.workload.canonical(), "measured_ms": p.measured_ms,
+                            **({"measured_on": p.measured_on} if p.measured_on else {})} for p in points.points]},
+        parameters={"digest": points.digest(), "k": len(points.points), "fits": {}},
+        created_at=utcnow(), created_by=caller.key_id if caller is not None else None, population_id=population_id,
+    )
+
+
 def create_calibration(*, session: Session, settings: Settings, target: TargetSpec, request: CalibrationCreate,
                        caller: Caller | None) -> Calibration:
     """Store a target's measured points; the calibrated estimator fits them when it predicts (it needs the base's
     predictions of the points, which a worker makes)."""
-    base = request.base_estimator
-    if base is None:
-        base = DEFAULT_GPU_ESTIMATOR if live_gpu_hosts(session=session, settings=settings) else DEFAULT_CPU_ESTIMATOR
+    base = request.base_estimator or default_base(session=session, settings=settings)
     points = CalibrationSet(points=[point.point() for point in request.points], base_estimator=base)
-    row = Calibration(
-        id=new_id(), target_id=target.id, base_estimator=base,
-        points={"points": [{"workload": p.workload.canonical(), "measured_ms": p.measured_ms,
-                            **({"measured_on": p.measured_on} if p.measured_on else {})} for p in points.points]},
-        parameters={"digest": points.digest(), "k": len(points.points), "fits": {}},
-        created_at=utcnow(), created_by=caller.key_id if caller is not None else None,
-    )
+    row = calibration_row(target_id=target.id, points=points, caller=caller)
     session.add(row)
     session.commit()
     return row
 
 
+def measured_calibrations(*, session: Session, settings: Settings, request: PopulationCreate,
+                          specs: list[TargetSpec], population_id: str,
+                          caller: Caller | None) -> dict[str, Calibration]:
+    """One calibration per device from the population's measurements, added to the session (committed with the
+    predictions): a device's own measurements are its points, every other GPU's are points measured there."""
+    base = request.estimator or default_base(session=session, settings=settings)
+    measured = request.measured_points()
+    calibrations = {}
+    for spec in specs:
+        points = [point if on == spec.id else point.model_copy(update={"measured_on": on}) for on, point in measured]
+        row = calibration_row(target_id=spec.id, points=CalibrationSet(points=points, base_estimator=base),
+                              caller=caller, population_id=population_id)
+        session.add(row)
+        calibrations[spec.id] = row
+    return calibrations
+
+
 def list_calibrations(*, session: Session, target_id: str, owner: str | None = None) -> list[Calibration]:
-    """A target's calibrations, latest first: the owner's (None: everyone's)."""
+    """A target's calibrations, latest first: the owner's (None: everyone's), not the ones populations made."""
     conditions = [Calibration.created_by == owner] if owner is not None else []
-    return list(session.scalars(select(Calibration).where(Calibration.target_id == target_id, *conditions)
+    return list(session.scalars(select(Calibration).where(Calibration.target_id == target_id,
+                                                          Calibration.population_id.is_(None), *conditions)
                                 .order_by(Calibration.created_at.desc(), Calibration.id)))
 
 
 def latest_calibrations(*, session: Session, target_ids: list[str], owner: str | None) -> dict[str, Calibration]:
     """The owner's latest calibration of each target it calibrated (owner None: the service runs without keys, and
-    its calibrations have no owner either)."""
+    its calibrations have no owner either); a population's calibrations are its own and never count."""
     latest: dict[str, Calibration] = {}
     owned = Calibration.created_by == owner if owner is not None else Calibration.created_by.is_(None)
-    for row in session.scalars(select(Calibration).where(Calibration.target_id.in_(set(target_ids)), owned)
+    for row in session.scalars(select(Calibration).where(Calibration.target_id.in_(set(target_ids)), owned,
+                                                         Calibration.population_id.is_(None))
                                .order_by(Calibration.created_at.desc(), Calibration.id)):
         latest.setdefault(row.target_id, row)
     return latest

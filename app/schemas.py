@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag,
-                      field_validator, model_validator)
+                      ValidationInfo, field_validator, model_validator)
 
 from understudy.calibration import CalibrationPoint
 from understudy.catalog import CatalogTarget, InlineTarget, TargetSpec
@@ -53,6 +53,11 @@ EstimatorName = Annotated[str, StringConstraints(min_length=1, max_length=40), A
 MAX_TARGETS_IN_SCHEMA = 256
 # Calibration points: each is predicted by the base estimator when the calibration is first fitted, in one job.
 MAX_CALIBRATION_POINTS = 50
+
+# A measured step time as a request gives it: finite and plausible (a step from 10 us to 10 minutes).
+MeasuredMs = Annotated[float, Field(ge=0.01, le=600_000, allow_inf_nan=False, strict=True,
+                                    description="the measured step time in milliseconds (the fastest of several "
+                                                "timed windows after warm-up)")]
 
 WORKLOAD_EXAMPLE: dict[str, Any] = {"model": "resnet50", "mode": "train", "batch_size": 64, "resolution": 224,
                     "precision": "amp-fp16", "optimizer": "sgd"}
@@ -320,8 +325,20 @@ class PopulationDeviceCreate(BaseModel):
         return self
 
 
+class PopulationMeasurementCreate(BaseModel):
+    """A step time measured on a catalog GPU, a device of the population or any other."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    target: CatalogTarget = Field(description="the catalog GPU it was measured on (id or name)")
+    measured_ms: MeasuredMs
+    workload: Workload | None = Field(default=None, description="what was measured; default: the population's "
+                                                                "workload")
+
+
 class PopulationCreate(BaseModel):
-    """A workload and a device population: each device kind with a weight or a count."""
+    """A workload and a device population: each device kind with a weight or a count, and optionally step times
+    measured on some of the GPUs, which calibrate every device's prediction."""
 
     model_config = ConfigDict(
         extra="forbid",
@@ -341,8 +358,15 @@ class PopulationCreate(BaseModel):
     k: list[KValue] = Field(default_factory=lambda: [10], min_length=1, max_length=20,
                             description="clients per round: the expected round time is given for each K")
     slowest: int = Field(default=5, ge=1, le=100, description="how many of the slowest devices to list")
-    estimator: EstimatorName | None = Field(default=None, description="as in POST /v1/predictions")
+    estimator: EstimatorName | None = Field(default=None, description="as in POST /v1/predictions; with "
+                                                                      "measurements, the base they calibrate")
     host: str | None = Field(default=None, min_length=1, max_length=200, description="as in POST /v1/predictions")
+    measurements: list[PopulationMeasurementCreate] = Field(
+        default_factory=list, max_length=MAX_CALIBRATION_POINTS,
+        description="step times measured on catalog GPUs (an FL round's clients, a lab card): every device is then "
+                    "predicted by the calibrated estimator over `estimator`, a measured device as measured and the "
+                    "others carrying what the measurements say of the workload",
+    )
 
     @field_validator("k", mode="before")
     @classmethod
@@ -356,9 +380,23 @@ class PopulationCreate(BaseModel):
             raise ValueError("give every device a weight, or every device a count, not a mix")
         return value
 
+    @field_validator("measurements")
+    @classmethod
+    def _measurements_name_the_base(cls, value: list[PopulationMeasurementCreate],
+                                    info: ValidationInfo) -> list[PopulationMeasurementCreate]:
+        if value and info.data.get("estimator") == CALIBRATED_ESTIMATOR:
+            raise ValueError("measurements calibrate the population's estimator: give the base they correct as "
+                             "`estimator` (analytic, hostaware, ...) or leave it out for the default")
+        return value
+
     @property
     def weighting(self) -> str:
         return "count" if self.devices[0].count is not None else "weight"
+
+    def measured_points(self) -> list[tuple[str, CalibrationPoint]]:
+        """Each measurement as (the catalog id it was measured on, the point of it)."""
+        return [(m.target, CalibrationPoint(workload=m.workload or self.workload, measured_ms=m.measured_ms))
+                for m in self.measurements]
 
 
 class PopulationDevicePublic(BaseModel):
@@ -371,6 +409,8 @@ class PopulationDevicePublic(BaseModel):
     latency_ms: float | None = None
     spread_ms: float | None = None
     host_setting: str | None = Field(default=None, description="the host setting it was measured under, in words")
+    calibration_id: str | None = Field(default=None, description="with measurements: the calibration made from "
+                                                                 "them for this device")
     error: str | None = None
 
 
@@ -385,6 +425,7 @@ class PopulationPublic(BaseModel):
     weighting: str = Field(description='"weight" or "count": how the devices were given')
     k: list[int]
     slowest: int
+    measurements: list[dict[str, Any]] = Field(default_factory=list, description="the step times the request gave")
     devices: list[PopulationDevicePublic]
     summary: PopulationSummary | None = Field(default=None, description="present once status is done")
     error: str | None = None
@@ -408,7 +449,8 @@ def population_public(population: Population, rows: dict[str, Prediction]) -> Po
             share=float(member["weight"]) / total, prediction_id=member["prediction_id"],
             status=Status(row.status) if row else Status.failed,
             latency_ms=row.latency_ms if row else None, spread_ms=row.spread_ms if row else None,
-            host_setting=setting, error=(row.error if row else "the prediction row is gone"),
+            host_setting=setting, calibration_id=member.get("calibration_id"),
+            error=(row.error if row else "the prediction row is gone"),
         ))
     error = None
     if population.status == "failed":
@@ -419,7 +461,8 @@ def population_public(population: Population, rows: dict[str, Prediction]) -> Po
         id=population.id, status=population.status,
         workload=population.workload, workload_digest=population.workload_digest, model=population.model,
         estimator=population.estimator, weighting=population.weighting, k=list(population.ks),
-        slowest=population.slowest, devices=devices, summary=summary, error=error,
+        slowest=population.slowest, measurements=list(population.measurements or []), devices=devices,
+        summary=summary, error=error,
         created_at=population.created_at, finished_at=population.finished_at,
     )
 
@@ -533,13 +576,12 @@ def _not_calibrated_itself(value: str | None) -> str | None:
 
 
 class CalibrationPointCreate(BaseModel):
-    """One measurement as a request gives it: finite and plausible (a step from 10 us to 10 minutes)."""
+    """One measurement as a request gives it."""
 
     model_config = ConfigDict(extra="forbid")
 
     workload: Workload
-    measured_ms: float = Field(ge=0.01, le=600_000, allow_inf_nan=False, strict=True,
-                               description="the measured step time in milliseconds")
+    measured_ms: MeasuredMs
     measured_on: CatalogTarget | None = Field(
         default=None,
         description="a catalog target this point was measured on, when not the calibrated one: its residual there "

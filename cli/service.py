@@ -235,6 +235,19 @@ def _device_items(devices: list[str], devices_file: Optional[Path]) -> list[dict
     return items
 
 
+def _measurements(measured: list[str]) -> dict[str, float]:
+    """--measured TARGET=MS, the step time of the population's workload measured on that GPU."""
+    found: dict[str, float] = {}
+    for item in measured:
+        target, _, ms = item.rpartition("=")
+        try:
+            found[target.strip()] = float(ms)
+        except ValueError:
+            raise typer.BadParameter(f"{item!r}: write TARGET=MS, e.g. rtx-3090=41.5",
+                                     param_hint="--measured") from None
+    return found
+
+
 def population(
     # typer reads list defaults and never mutates them; it has no default_factory (hence the B006 noqa below).
     model: Annotated[str, typer.Argument(help="a timm model name")],
@@ -249,7 +262,10 @@ def population(
     mode: Annotated[str, typer.Option(help="train|infer")] = "train",
     optimizer: Annotated[str, typer.Option(help="none|sgd|sgd-nesterov|adamw")] = "sgd",
     estimator: Annotated[Optional[str], typer.Option(help="spec|flops|analytic|hostaware (default: the "
-                                                          "service's)")] = None,
+                                                          "service's); with --measured, the base they calibrate")
+                         ] = None,
+    measured: Annotated[list[str], typer.Option(help="TARGET=MS: a step time of this workload measured on a catalog "
+                                                     "GPU (repeatable); calibrates every device")] = [],  # noqa: B006
     deadline_ms: Annotated[Optional[float], typer.Option(help="a round-time deadline: also print the chance each "
                                                               "K meets it")] = None,
     confidence: Annotated[float, typer.Option(help="with --deadline-ms: the most clients per round that meet it "
@@ -286,11 +302,13 @@ def population(
     workload = {"model": model, "mode": mode, "batch_size": batch_size, "resolution": resolution,
                 "precision": precision, "optimizer": optimizer}
     items = _device_items(device, devices_file)
+    measurements = _measurements(measured)
     if trace is not None and out is None:
         raise typer.BadParameter("--trace writes a file: give --out FILE", param_hint="--out")
     try:
         with Client(base, api_key) as client:
-            result = client.population(workload, items, k=k, estimator=estimator, timeout=timeout)
+            result = client.population(workload, items, k=k, estimator=estimator, measurements=measurements,
+                                       timeout=timeout)
             if trace is not None and out is not None and result.status == "done":
                 config = {"local_steps": local_steps, "sigma": sigma, "availability": availability,
                           "dropout": dropout}

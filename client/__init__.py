@@ -166,6 +166,7 @@ class PopulationDevice(_Model):
     latency_ms: float | None = None
     spread_ms: float | None = None
     host_setting: str | None = None
+    calibration_id: str | None = None
     error: str | None = None
 
 
@@ -181,6 +182,7 @@ class Population(_Model):
     weighting: str
     k: list[int]
     slowest: int
+    measurements: list[dict[str, Any]] = Field(default_factory=list)
     devices: list[PopulationDevice]
     summary: PopulationSummary | None = None
     error: str | None = None
@@ -441,10 +443,15 @@ def prediction_body(workload: Any, targets: Sequence[Any] | str, estimator: str 
     return body
 
 
+Measurements = Sequence[Mapping[str, Any]] | Mapping[str, float]
+
+
 def population_body(workload: Any, devices: Sequence[Mapping[str, Any]] | Mapping[str, float], k: int | Sequence[int],
-                    estimator: str | None, host: str | None, slowest: int) -> dict[str, Any]:
+                    estimator: str | None, host: str | None, slowest: int,
+                    measurements: Measurements | None = None) -> dict[str, Any]:
     """devices: [{"target": ..., "count": n} or {"target": ..., "weight": w}], or {target id: amount} where whole
-    numbers mean counts and any fraction makes them all weights."""
+    numbers mean counts and any fraction makes them all weights. measurements: [{"target", "measured_ms",
+    optionally "workload"}], or {catalog target: measured ms} of the population's workload."""
     if isinstance(devices, Mapping):
         as_counts = all(isinstance(v, int) and not isinstance(v, bool) for v in devices.values())
         items = [{"target": target, ("count" if as_counts else "weight"): amount}
@@ -458,6 +465,11 @@ def population_body(workload: Any, devices: Sequence[Mapping[str, Any]] | Mappin
         body["estimator"] = estimator
     if host is not None:
         body["host"] = host
+    if measurements:
+        body["measurements"] = ([{"target": target, "measured_ms": ms} for target, ms in measurements.items()]
+                                if isinstance(measurements, Mapping)
+                                else [{**m, **({"workload": _dump(m["workload"])} if "workload" in m else {})}
+                                      for m in measurements])
     return body
 
 
@@ -603,10 +615,13 @@ class Client(_Base):
 
     def population(self, workload: Any, devices: Sequence[Mapping[str, Any]] | Mapping[str, float], *,
                    k: int | Sequence[int] = (10,), estimator: str | None = None, host: str | None = None,
-                   slowest: int = 5, wait: bool = True, timeout: float = 600.0) -> Population:
-        """Summarise the workload over a device population; with wait, poll until the summary is there."""
+                   slowest: int = 5, measurements: Measurements | None = None, wait: bool = True,
+                   timeout: float = 600.0) -> Population:
+        """Summarise the workload over a device population; with wait, poll until the summary is there. With
+        measurements (step times measured on catalog GPUs), every device is predicted calibrated by them, over
+        `estimator` as the base."""
         deadline = time.monotonic() + timeout
-        body = population_body(workload, devices, k, estimator, host, slowest)
+        body = population_body(workload, devices, k, estimator, host, slowest, measurements)
         created = Population.model_validate(self._request("POST", "/v1/populations", json=body, deadline=deadline))
         if not wait or created.final:
             return created
@@ -726,9 +741,10 @@ class AsyncClient(_Base):
 
     async def population(self, workload: Any, devices: Sequence[Mapping[str, Any]] | Mapping[str, float], *,
                          k: int | Sequence[int] = (10,), estimator: str | None = None, host: str | None = None,
-                         slowest: int = 5, wait: bool = True, timeout: float = 600.0) -> Population:
+                         slowest: int = 5, measurements: Measurements | None = None, wait: bool = True,
+                         timeout: float = 600.0) -> Population:
         deadline = time.monotonic() + timeout
-        body = population_body(workload, devices, k, estimator, host, slowest)
+        body = population_body(workload, devices, k, estimator, host, slowest, measurements)
         created = Population.model_validate(await self._request("POST", "/v1/populations", json=body,
                                                                 deadline=deadline))
         if not wait or created.final:

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from redis import Redis
 
 from ledger.queues import KEY_PREFIX
+from understudy.calibration import CalibrationSet
 from understudy.workload import Workload
 
 # Size classes by the words timm uses in model names; the default is a "base"-sized model.
@@ -84,6 +86,18 @@ def estimate_seconds(workload: Workload, estimator: str, targets: int) -> float:
         return setup + 0.01 * targets  # traced once, priced per target
     batch = max(0.25, workload.batch_size / 32)
     return setup + targets * MEASURE_S * size * batch * pixels
+
+
+def calibrated_seconds(workload: Workload, base: str, targets: int,
+                       unfitted: Sequence[tuple[str, CalibrationSet]]) -> float:
+    """A calibrated job: its base's cost for the workload, and for each calibration not fitted yet, (target id, its
+    points), the base's cost of every distinct point workload on the targets that measured it (the fit runs them)."""
+    measured: dict[str, tuple[Workload, set[str]]] = {}
+    for target_id, points in unfitted:
+        for point in points.points:
+            measured.setdefault(point.workload.digest(), (point.workload, set()))[1].add(point.measured_on or target_id)
+    return estimate_seconds(workload, base, targets) + sum(estimate_seconds(point_workload, base, len(on))
+                                                            for point_workload, on in measured.values())
 
 
 def budget_key(owner: str) -> str:

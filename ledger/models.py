@@ -112,6 +112,9 @@ class Calibration(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     # The key that owns it: only that key's requests use it (another key may name it by id).
     created_by: Mapped[str | None] = mapped_column(String(32), ForeignKey("api_keys.id"), index=True)
+    # Set when a population's measurements made it: only that population's predictions use it, so it is never the
+    # key's latest calibration of the target (None: POSTed to /v1/targets/{id}/calibrations).
+    population_id: Mapped[str | None] = mapped_column(String(32), index=True)
 
 
 class Population(Base):
@@ -125,9 +128,12 @@ class Population(Base):
     workload: Mapped[dict[str, Any]]
     model: Mapped[str] = mapped_column(String(200), index=True)
     estimator: Mapped[str] = mapped_column(String(40))
-    # [{"target_id", "target_name", "weight", "prediction_id"}, ...], one per distinct target, in request order.
+    # [{"target_id", "target_name", "weight", "prediction_id"}, ...], one per distinct target, in request order; with
+    # measurements, each also names the "calibration_id" its prediction used.
     members: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     ks: Mapped[list[int]] = mapped_column(JSON)
+    # The step times the request gave ([{"target", "measured_ms", "workload"}, ...]); None when it gave none.
+    measurements: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
     slowest: Mapped[int] = mapped_column(default=5)
     weighting: Mapped[str] = mapped_column(String(8))  # "weight" or "count": how the request gave its devices
     status: Mapped[str] = mapped_column(String(16), index=True)

@@ -29,6 +29,7 @@ TIERS: dict[str, str] = {
     "populations/test_math.py": "unit",
     "populations/test_migration.py": "service",
     "populations/test_api.py": "e2e",
+    "populations/test_measurements.py": "e2e",
     "populations/test_rounds_api.py": "e2e",
     "rounds": "unit",
     "service": "service",

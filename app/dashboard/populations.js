@@ -191,8 +191,10 @@ window.UnderstudyViews.populations = (h) => {
     $("#population-title").textContent = `${workloadLabel(population.workload)} over ${population.devices.length} ` +
       "device kind(s)";
     const s = population.summary;
+    const measured = (population.measurements || []).length;
+    const by = measured ? `${population.estimator} by ${measured} measured step time(s)` : population.estimator;
     $("#population-state").textContent = s
-      ? `${population.estimator}: p50 ${fmtMs(s.p50_ms)} ms, p90 ${fmtMs(s.p90_ms)} ms, p99 ${fmtMs(s.p99_ms)} ms`
+      ? `${by}: p50 ${fmtMs(s.p50_ms)} ms, p90 ${fmtMs(s.p90_ms)} ms, p99 ${fmtMs(s.p99_ms)} ms`
       : `${population.status}${population.error ? `: ${population.error}` : ""}`;
     $("#population-state").dataset.state = population.status;
     if (s) $("#fleet-chart").replaceChildren(fleetCdf(population));

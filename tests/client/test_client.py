@@ -197,6 +197,35 @@ def test_the_population_command_asks_the_service(live, monkeypatch):
     assert bad.exit_code == 2 and "workload.batch_size" in bad.output
 
 
+def test_a_population_with_measurements_answers_the_measured_device_as_measured(live):
+    with Client(live.url, live.api_key) as client:
+        result = client.population(SMALL, {"rtx-3090": 3, "t4": 1}, estimator="analytic",
+                                   measurements={"T4": 12.5}, timeout=60)
+
+    t4 = next(d for d in result.devices if d.target_id == "t4")
+    assert result.estimator == "calibrated" and [m["target"] for m in result.measurements] == ["t4"]
+    assert t4.latency_ms == pytest.approx(12.5) and t4.calibration_id
+
+
+def test_the_population_command_takes_measured_step_times(live, monkeypatch):
+    from cli.service import register
+
+    cli = typer.Typer()
+    register(cli)
+    monkeypatch.setenv("UNDERSTUDY_URL", live.url)
+    monkeypatch.setenv("UNDERSTUDY_API_KEY", live.api_key)
+    args = ["population", "resnet18", "--mode", "infer", "-b", "8", "-r", "64", "--precision", "fp32",
+            "--estimator", "analytic", "-d", "rtx-3090=3", "-d", "t4=1"]
+
+    measured = CliRunner().invoke(cli, [*args, "--measured", "t4=12.5", "--json"])
+    bad = CliRunner().invoke(cli, [*args, "--measured", "t4"])
+
+    assert measured.exit_code == 0, measured.output
+    body = json.loads(measured.stdout)
+    assert next(d["latency_ms"] for d in body["devices"] if d["target_id"] == "t4") == pytest.approx(12.5)
+    assert bad.exit_code == 2 and "TARGET=MS" in bad.output
+
+
 def test_the_fl_example_plans_rounds_against_the_service(live, monkeypatch, capsys):
     spec = importlib.util.spec_from_file_location("fl_client_selection", REPO / "examples" / "fl_client_selection.py")
     example = importlib.util.module_from_spec(spec)

@@ -77,3 +77,13 @@ def test_a_trace_downloads_from_the_page(page, live, tmp_path):
     assert path.name == f"population-{population_id}.fedscale.pkl"
     assert sorted(pickle.loads(path.read_bytes())) == list(range(40))
     assert "downloaded" in page.inner_text("#trace-state")
+
+
+def test_a_measured_population_says_what_calibrated_it(page, live):
+    with Client(live.url, live.api_key) as client:
+        done = client.population(WORKLOAD, FLEET[:2], k=[10], estimator="analytic",
+                                 measurements={"rtx-4060": 95.0, "t4": 160.0}, timeout=120)
+    page.goto(f"{live.url}/dashboard#/populations/{done.id}")
+    page.wait_for_selector("#population-state[data-state=done]", timeout=30_000)
+
+    assert page.inner_text("#population-state").startswith("calibrated by 2 measured step time(s): p50 ")

@@ -4,14 +4,17 @@ job goes ahead of another key's flood, a full queue answers 503, and so does a q
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from tests.service.helpers import run_queued_jobs
-from ledger.admission import estimate_seconds, waiting_key
+from ledger.admission import calibrated_seconds, estimate_seconds, waiting_key
 from ledger.dispatch import rq_queue
 from ledger.queues import alive_key
 from ledger.models import Host, Prediction, utcnow
+from understudy.calibration import CalibrationPoint, CalibrationSet
 from understudy.workload import Workload
 
 from .helpers import HEAVY, body
@@ -25,6 +28,36 @@ def test_a_heavy_request_costs_more_than_a_cheap_one():
     cheap = estimate_seconds(Workload.model_validate({"model": "resnet18", "batch_size": 8}), "analytic", 1)
 
     assert heavy > 100 * cheap
+
+
+def test_a_calibrated_job_costs_its_base_and_the_points_its_fit_still_has_to_run():
+    workload = Workload.model_validate({"model": "resnet18", "batch_size": 8})
+    points = CalibrationSet(points=[
+        CalibrationPoint(workload=Workload.model_validate({"model": "resnet18", "batch_size": 1 + i // 2}),
+                         measured_ms=5.0, measured_on="t4" if i % 2 else None) for i in range(50)])
+
+    fitted = calibrated_seconds(workload, "hostaware", 1, [])
+    unfitted = calibrated_seconds(workload, "hostaware", 1, [("rtx-3090", points)])
+
+    assert fitted == estimate_seconds(workload, "hostaware", 1)
+    # 25 workloads, each measured on the RTX 3090 and on a T4: the fit runs each on both.
+    assert unfitted == fitted + sum(estimate_seconds(p.workload, "hostaware", 2) for p in points.points[::2])
+
+
+def test_a_populations_measurements_are_charged_as_the_work_they_make(client, keys, configure):
+    configure(work_budget_s=60, work_window_s=600)
+    measured = [{"target": "t4", "measured_ms": 5.0, "workload": {"model": "resnet18", "batch_size": 1 + i}}
+                for i in range(50)]
+
+    def population(headers: dict[str, str], batch_size: int, measurements: list[dict[str, Any]]) -> int:
+        answer = client.post("/v1/populations", headers=headers, json={
+            "workload": {"model": "resnet18", "batch_size": batch_size}, "estimator": "analytic",
+            "devices": [{"target": "rtx-3090", "count": 1}], "measurements": measurements})
+        return answer.status_code
+
+    # One measured workload is a few seconds of tracing; fifty are about 150 s, the budget's worth and more.
+    assert [population(keys.b, 8 + i, measured[:1]) for i in range(3)] == [202, 202, 202]
+    assert [population(keys.a, 20, measured), population(keys.a, 21, measured[:1])] == [202, 429]
 
 
 def test_past_its_budget_a_key_gets_429_with_retry_after_and_another_key_is_still_served(client, keys, configure):
