@@ -11,7 +11,9 @@ whatever k.
 `measured_on_the_other_card` is the calibration with points measured on another target: each file whose mode,
 precision and format another card's file shares gets every row of that file as points measured there, and k = 0 or
 5 of its own, for each share of the other card's residual tried (`--transfer-weights`; the shipped TRANSFER_WEIGHT
-was chosen on the NCHW pair). The training file has no such partner.
+was chosen on the NCHW pair). `the_workload_alone_measured_there` is a federated population's case: each workload
+the other card measured predicted from that one measurement alone, at TRANSFER_WEIGHT, over those rows. The training
+file has no such partner.
 
     python benchmarks/accuracy/calibration.py analytic FILES... --logo-json analytic-logo.json --counts-cache C
     python benchmarks/accuracy/calibration.py hostaware FILES... --logo-json hostaware-logo.json --log LOG ...
@@ -138,6 +140,16 @@ def main() -> None:
                        for file, rows in ((f, [i for i, _ in shared]), (other, [j for _, j in shared])))
         transfer[name] = {"measured_on": partner, "rows_measured_there": len(shared),
                           "residual_correlation": round(float(np.corrcoef(here, there)[0, 1]), 2)}
+        # A federated population's case (POST /v1/populations with measurements): the workload itself measured on
+        # the other card and nothing else there, so that card's correction is fitted to that one point.
+        alone = np.ones(f.n)
+        for i, j in shared:
+            point = other_points[j]
+            alone[i] = transfer_factor(log_residuals([point], fit_correction([point], prior_points=args.prior)))
+        rows = [i for i, _ in shared]
+        transfer[name]["the_workload_alone_measured_there"] = {
+            "uncalibrated": round(f.mape(rows, no_correction()), 2),
+            "calibrated": round(f.mape(rows, no_correction(), alone), 2)}
         draws = [sorted(rng.sample(range(f.n), 5)) for _ in range(args.draws)]
         for weight in (float(v) for v in args.transfer_weights.split(",")):
             carried = np.array([transfer_factor([residuals[d]] if d in residuals else [], weight) for d in f.digests])

@@ -83,6 +83,15 @@ def calibration_table(folder: Path) -> None:
             print(f"| {name} | {score['rows_measured_there']} | {score['residual_correlation']:.2f} | "
                   + " | ".join(f"{score[w]['k=0']:.1f} / {score[w]['k=5']:.1f} %" for w in weights) + " |")
         print()
+        if all("the_workload_alone_measured_there" in score for score in transfer.values()):
+            print(f"| {kind}: timm file, each workload measured alone on the other card | rows | uncalibrated | "
+                  "calibrated |")
+            print("|---|---|---|---|")
+            for name, score in transfer.items():
+                alone = score["the_workload_alone_measured_there"]
+                print(f"| {name} | {score['rows_measured_there']} | {alone['uncalibrated']:.1f} % | "
+                      f"{alone['calibrated']:.1f} % |")
+            print()
 
 
 def memory_table(folder: Path) -> None:
