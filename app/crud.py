@@ -621,18 +621,34 @@ def create_calibration(*, session: Session, settings: Settings, target: TargetSp
 def measured_calibrations(*, session: Session, settings: Settings, request: PopulationCreate,
                           specs: list[TargetSpec], population_id: str,
                           caller: Caller | None) -> dict[str, Calibration]:
-    """One calibration per device from the population's measurements, added to the session (committed with the
-    predictions): a device's own measurements are its points, every other GPU's are points measured there."""
+    """One calibration per device from the population's measurements: a device's own measurements are its points,
+    every other GPU's are points measured there. The caller's earlier population calibration of the same points is
+    used again (an FL orchestrator posts the same measurements every round): a cached prediction names the
+    calibration it was made with, and its fits are kept. A new one is added to the session (committed with the
+    predictions)."""
     base = request.estimator or default_base(session=session, settings=settings)
     measured = request.measured_points()
     calibrations = {}
     for spec in specs:
-        points = [point if on == spec.id else point.model_copy(update={"measured_on": on}) for on, point in measured]
-        row = calibration_row(target_id=spec.id, points=CalibrationSet(points=points, base_estimator=base),
-                              caller=caller, population_id=population_id)
-        session.add(row)
+        points = CalibrationSet(base_estimator=base, points=[
+            point if on == spec.id else point.model_copy(update={"measured_on": on}) for on, point in measured])
+        row = population_calibration(session=session, target_id=spec.id, points=points, caller=caller)
+        if row is None:
+            row = calibration_row(target_id=spec.id, points=points, caller=caller, population_id=population_id)
+            session.add(row)
         calibrations[spec.id] = row
     return calibrations
+
+
+def population_calibration(*, session: Session, target_id: str, points: CalibrationSet,
+                           caller: Caller | None) -> Calibration | None:
+    """The first calibration of these points a population of the caller's made for the target, if any."""
+    owned = Calibration.created_by == caller.key_id if caller is not None else Calibration.created_by.is_(None)
+    return session.scalars(select(Calibration).where(
+        Calibration.target_id == target_id, Calibration.population_id.is_not(None), owned,
+        Calibration.base_estimator == points.base_estimator,
+        Calibration.parameters["digest"].as_string() == points.digest(),
+    ).order_by(Calibration.created_at, Calibration.id).limit(1)).first()
 
 
 def list_calibrations(*, session: Session, target_id: str, owner: str | None = None) -> list[Calibration]:

@@ -112,8 +112,9 @@ class Calibration(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     # The key that owns it: only that key's requests use it (another key may name it by id).
     created_by: Mapped[str | None] = mapped_column(String(32), ForeignKey("api_keys.id"), index=True)
-    # Set when a population's measurements made it: only that population's predictions use it, so it is never the
-    # key's latest calibration of the target (None: POSTed to /v1/targets/{id}/calibrations).
+    # Set when a population's measurements made it (the first population of these points; the key's later ones with
+    # the same measurements use it again): only populations' predictions use it, so it is never the key's latest
+    # calibration of the target (None: POSTed to /v1/targets/{id}/calibrations).
     population_id: Mapped[str | None] = mapped_column(String(32), index=True)
 
 

@@ -82,6 +82,17 @@ def test_a_populations_calibrations_are_not_the_keys_latest(live):
     assert calibrated.status_code == 409 and "has none of yours" in calibrated.json()["detail"]
 
 
+def test_the_same_measurements_again_name_the_calibration_their_cached_prediction_used(live):
+    body = {"workload": WORKLOAD, "estimator": "analytic", "devices": [{"target": "l4", "count": 1}],
+            "measurements": [{"target": "l4", "measured_ms": 7.0}]}
+    (first,) = finished(live, post(live, body).json()["id"])["devices"]
+
+    (again,) = finished(live, post(live, body).json()["id"])["devices"]
+
+    assert again["prediction_id"] == first["prediction_id"]  # the cached answer
+    assert again["calibration_id"] == first["calibration_id"]
+
+
 @pytest.mark.parametrize("change, field", [
     ({"estimator": "calibrated"}, "measurements"),
     ({"measurements": [{"target": "no-such-gpu", "measured_ms": 5.0}]}, "measurements[0].target"),
