@@ -6,7 +6,9 @@ and score the corrected predictions on the file's OTHER rows. The base's constan
 a `fit_constants.py --logo` report: a file of the RTX 3090 is predicted with the constants chosen on the RTX 4090,
 and the other way round, so nothing the user did not measure was chosen on the target. `fitted_to_every_row_mape`
 is the same correction fitted to all of a file's rows and scored on them: the floor of the correction's form,
-whatever k.
+whatever k. `nine_features_fitted_to_every_row_mape` asks the same of any correction linear (in log time) in what a
+calibration could know of a workload without measuring it (WORKLOAD_FEATURES), least squares over every row, scored
+on those rows and with each row left out of its own fit: the floor of a far richer form than k points can fit.
 
 `measured_on_the_other_card` is the calibration with points measured on another target: each file whose mode,
 precision and format another card's file shares gets every row of that file as points measured there, and k = 0 or
@@ -40,6 +42,11 @@ from understudy.calibration import (CLASSES, PRIOR_POINTS, TRANSFER_WEIGHT, Corr
                                     log_residuals, no_correction, transfer_factor)
 
 CHOSEN_WITHOUT = {"GeForce RTX 3090": "chosen_on_rtx4090", "GeForce RTX 4090": "chosen_on_rtx3090"}
+# A workload's features for nine_features_fitted_to_every_row_mape, beside an intercept: the base's tensor and SIMT
+# shares of its prediction (the rest is the third class's) and, in logs, the predicted time, batch, pixels per image
+# and the counted FLOPs, bytes and kernels.
+WORKLOAD_FEATURES = ("tensor share", "simt share", "log predicted ms", "log batch", "log pixels", "log FLOPs",
+                     "log bytes", "log kernels")
 
 
 @dataclass
@@ -51,6 +58,7 @@ class PricedFile:
     modes: list[str]
     shares: list[dict[str, float]]
     digests: list[str]
+    features: np.ndarray  # one row per workload: an intercept and WORKLOAD_FEATURES
 
     @property
     def n(self) -> int:
@@ -67,16 +75,36 @@ class PricedFile:
                               (carried[i] if carried is not None else 1.0) for i in rows])
         return float(np.mean(np.abs(corrected / self.measured[rows] - 1)) * 100)
 
+    def feature_floor(self) -> dict[str, float]:
+        """MAPE of the least-squares log correction in the workload features, over every row: fitted to all of them,
+        and with each row's fit leaving it out."""
+        residual = np.log(self.measured / self.predicted)
+        fitted = self.features @ np.linalg.lstsq(self.features, residual, rcond=None)[0]
+        left_out = np.array([self.features[i] @ np.linalg.lstsq(np.delete(self.features, i, axis=0),
+                                                                np.delete(residual, i), rcond=None)[0]
+                             for i in range(self.n)])
+        return {"in_sample": _mape(fitted - residual), "leave_one_out": _mape(left_out - residual)}
+
+
+def _mape(log_errors: np.ndarray) -> float:
+    return round(float(np.mean(np.abs(np.exp(log_errors) - 1)) * 100), 2)
+
 
 def priced_file(estimator: str, group: list, constants: dict) -> PricedFile:
     """The file's rows priced with the constants chosen without its GPU."""
     values = {**constants[CHOSEN_WITHOUT[group[0].row["target"]]], **(HOSTAWARE_HELD if estimator == "hostaware"
                                                                       else {})}
     predicted, shares = predict_with_shares(estimator, Priced(group), values)
+    features = np.column_stack([
+        np.ones(len(group)), shares[:, CLASSES.index("tensor")], shares[:, CLASSES.index("simt")],
+        np.log(predicted), np.log([s.workload.batch_size for s in group]),
+        np.log([s.workload.resolution[0] * s.workload.resolution[1] for s in group]),
+        *(np.log([max(1.0, sum(op[column] for op in s.counts.ops)) for s in group]) for column in (1, 2)),
+        np.log([max(1, len(s.counts.ops)) for s in group])])
     return PricedFile(predicted=predicted, measured=np.array([s.measured_ms for s in group]),
                       modes=[s.workload.mode for s in group],
                       shares=[dict(zip(CLASSES, row.tolist(), strict=True)) for row in shares],
-                      digests=[s.workload.digest() for s in group])
+                      digests=[s.workload.digest() for s in group], features=features)
 
 
 def same_setting(a: str, b: str) -> bool:
@@ -115,7 +143,8 @@ def main() -> None:
         # scored on those same rows, it is the best any number of the user's points could do.
         everything = fit_correction(f.fit_points(range(f.n)), prior_points=1e-6)
         report[name] = {"rows": f.n, "uncalibrated_mape": round(f.mape(range(f.n), no_correction()), 2),
-                        "fitted_to_every_row_mape": round(f.mape(range(f.n), everything), 2)}
+                        "fitted_to_every_row_mape": round(f.mape(range(f.n), everything), 2),
+                        "nine_features_fitted_to_every_row_mape": f.feature_floor()}
         for k in (int(v) for v in args.ks.split(",")):
             scores = []
             for _ in range(args.draws):

@@ -64,13 +64,16 @@ def calibration_table(folder: Path) -> None:
         if not path.exists():
             continue
         report = json.loads(path.read_text())
-        print(f"| {kind}: timm file | rows | uncalibrated | k = 3 | k = 5 | k = 10 | fitted to every row |")
-        print("|---|---|---|---|---|---|---|")
+        print(f"| {kind}: timm file | rows | uncalibrated | k = 3 | k = 5 | k = 10 | fitted to every row | nine "
+              "features fitted to every row (each row left out) |")
+        print("|---|---|---|---|---|---|---|---|")
         for name, score in report["files"].items():
             ks = [score.get(f"k={k}", {}).get("mean") for k in (3, 5, 10)]
             floor = score.get("fitted_to_every_row_mape")
+            features = score.get("nine_features_fitted_to_every_row_mape")
+            richer = f"{features['in_sample']:.1f} % ({features['leave_one_out']:.1f} %)" if features else "—"
             print(f"| {name} | {score['rows']} | {score['uncalibrated_mape']:.1f} % | "
-                  + " | ".join(f"{k:.1f} %" if k is not None else "—" for k in (*ks, floor)) + " |")
+                  + " | ".join(f"{k:.1f} %" if k is not None else "—" for k in (*ks, floor)) + f" | {richer} |")
         print()
         transfer = report.get("measured_on_the_other_card") or {}
         if not transfer:
