@@ -7,7 +7,7 @@ a `fit_constants.py --logo` report: a file of the RTX 3090 is predicted with the
 and the other way round, so nothing the user did not measure was chosen on the target. `fitted_to_every_row_mape`
 is the same correction fitted to all of a file's rows and scored on them: the floor of the correction's form,
 whatever k. `nine_features_fitted_to_every_row_mape` asks the same of any correction linear (in log time) in what a
-calibration could know of a workload without measuring it (WORKLOAD_FEATURES), least squares over every row, scored
+calibration could know of a workload without measuring it (workload_features), least squares over every row, scored
 on those rows and with each row left out of its own fit: the floor of a far richer form than k points can fit.
 
 `measured_on_the_other_card` is the calibration with points measured on another target: each file whose mode,
@@ -42,11 +42,6 @@ from understudy.calibration import (CLASSES, PRIOR_POINTS, TRANSFER_WEIGHT, Corr
                                     log_residuals, no_correction, transfer_factor)
 
 CHOSEN_WITHOUT = {"GeForce RTX 3090": "chosen_on_rtx4090", "GeForce RTX 4090": "chosen_on_rtx3090"}
-# A workload's features for nine_features_fitted_to_every_row_mape, beside an intercept: the base's tensor and SIMT
-# shares of its prediction (the rest is the third class's) and, in logs, the predicted time, batch, pixels per image
-# and the counted FLOPs, bytes and kernels.
-WORKLOAD_FEATURES = ("tensor share", "simt share", "log predicted ms", "log batch", "log pixels", "log FLOPs",
-                     "log bytes", "log kernels")
 
 
 @dataclass
@@ -58,7 +53,7 @@ class PricedFile:
     modes: list[str]
     shares: list[dict[str, float]]
     digests: list[str]
-    features: np.ndarray  # one row per workload: an intercept and WORKLOAD_FEATURES
+    features: np.ndarray  # one row per workload (workload_features)
 
     @property
     def n(self) -> int:
@@ -95,16 +90,23 @@ def priced_file(estimator: str, group: list, constants: dict) -> PricedFile:
     values = {**constants[CHOSEN_WITHOUT[group[0].row["target"]]], **(HOSTAWARE_HELD if estimator == "hostaware"
                                                                       else {})}
     predicted, shares = predict_with_shares(estimator, Priced(group), values)
-    features = np.column_stack([
+    return PricedFile(predicted=predicted, measured=np.array([s.measured_ms for s in group]),
+                      modes=[s.workload.mode for s in group],
+                      shares=[dict(zip(CLASSES, row.tolist(), strict=True)) for row in shares],
+                      digests=[s.workload.digest() for s in group],
+                      features=workload_features(group, predicted, shares))
+
+
+def workload_features(group: list, predicted: np.ndarray, shares: np.ndarray) -> np.ndarray:
+    """Nine columns per workload, what is known of it unmeasured: an intercept, the base's tensor and SIMT shares of
+    its prediction (the rest is the third class's) and, in logs, the predicted time, batch, pixels per image and the
+    counted FLOPs, bytes and kernels."""
+    return np.column_stack([
         np.ones(len(group)), shares[:, CLASSES.index("tensor")], shares[:, CLASSES.index("simt")],
         np.log(predicted), np.log([s.workload.batch_size for s in group]),
         np.log([s.workload.resolution[0] * s.workload.resolution[1] for s in group]),
         *(np.log([max(1.0, sum(op[column] for op in s.counts.ops)) for s in group]) for column in (1, 2)),
         np.log([max(1, len(s.counts.ops)) for s in group])])
-    return PricedFile(predicted=predicted, measured=np.array([s.measured_ms for s in group]),
-                      modes=[s.workload.mode for s in group],
-                      shares=[dict(zip(CLASSES, row.tolist(), strict=True)) for row in shares],
-                      digests=[s.workload.digest() for s in group], features=features)
 
 
 def same_setting(a: str, b: str) -> bool:
