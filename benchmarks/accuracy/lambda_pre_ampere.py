@@ -34,7 +34,7 @@ class PreAmpere(fc.Priced):
 
     def __init__(self, samples: list[fc.Sample], unit: str, factor: float) -> None:
         super().__init__(samples)
-        before_ampere = np.array([s.target.compute_capability < "8" for s in samples])
+        before_ampere = np.array([float(s.target.compute_capability or 0) < 8 for s in samples])
         sixteen_bit = np.array([s.workload.precision != "fp32" for s in samples])
         if unit == "tensor":
             scaled = (before_ampere & sixteen_bit)[self.index]
