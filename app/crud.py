@@ -643,12 +643,17 @@ def measured_calibrations(*, session: Session, settings: Settings, request: Popu
 def population_calibration(*, session: Session, target_id: str, points: CalibrationSet,
                            caller: Caller | None) -> Calibration | None:
     """The first calibration of these points a population of the caller's made for the target, if any."""
-    owned = Calibration.created_by == caller.key_id if caller is not None else Calibration.created_by.is_(None)
     return session.scalars(select(Calibration).where(
-        Calibration.target_id == target_id, Calibration.population_id.is_not(None), owned,
+        Calibration.target_id == target_id, Calibration.population_id.is_not(None),
+        calibrations_of(caller.key_id if caller is not None else None),
         Calibration.base_estimator == points.base_estimator,
         Calibration.parameters["digest"].as_string() == points.digest(),
     ).order_by(Calibration.created_at, Calibration.id).limit(1)).first()
+
+
+def calibrations_of(owner: str | None) -> Any:
+    """Calibrations the key made (None: the service runs without keys, and its calibrations have no owner either)."""
+    return Calibration.created_by == owner if owner is not None else Calibration.created_by.is_(None)
 
 
 def list_calibrations(*, session: Session, target_id: str, owner: str | None = None) -> list[Calibration]:
@@ -663,8 +668,8 @@ def latest_calibrations(*, session: Session, target_ids: list[str], owner: str |
     """The owner's latest calibration of each target it calibrated (owner None: the service runs without keys, and
     its calibrations have no owner either); a population's calibrations are its own and never count."""
     latest: dict[str, Calibration] = {}
-    owned = Calibration.created_by == owner if owner is not None else Calibration.created_by.is_(None)
-    for row in session.scalars(select(Calibration).where(Calibration.target_id.in_(set(target_ids)), owned,
+    for row in session.scalars(select(Calibration).where(Calibration.target_id.in_(set(target_ids)),
+                                                         calibrations_of(owner),
                                                          Calibration.population_id.is_(None))
                                .order_by(Calibration.created_at.desc(), Calibration.id)):
         latest.setdefault(row.target_id, row)

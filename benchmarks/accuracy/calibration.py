@@ -105,8 +105,8 @@ def workload_features(group: list, predicted: np.ndarray, shares: np.ndarray) ->
         np.ones(len(group)), shares[:, CLASSES.index("tensor")], shares[:, CLASSES.index("simt")],
         np.log(predicted), np.log([s.workload.batch_size for s in group]),
         np.log([s.workload.resolution[0] * s.workload.resolution[1] for s in group]),
-        *(np.log([max(1.0, sum(op[column] for op in s.counts.ops)) for s in group]) for column in (1, 2)),
-        np.log([max(1, len(s.counts.ops)) for s in group])])
+        *(np.log([max(1.0, sum(getattr(kind, total) for kind in s.counts.kinds.values())) for s in group])
+          for total in ("flops", "bytes", "ops"))])
 
 
 def same_setting(a: str, b: str) -> bool:

@@ -330,13 +330,8 @@ def score(kind: str, samples: list[Sample], values: dict[str, float]) -> dict[st
     out: dict[str, dict[str, float]] = {}
     groups: dict[str, list[float]] = defaultdict(list)
     logs: dict[str, list[float]] = defaultdict(list)
-    lambda_rows: dict[tuple[str, str], float] = {}
-    lambda_measured: dict[tuple[str, str], float] = {}
     for sample, p in zip(samples, predicted, strict=True):
         if sample.lambda_row:
-            key = (sample.row["target"], sample.row["precision"])
-            lambda_rows[key] = float(p)
-            lambda_measured[key] = sample.measured_ms
             continue
         groups[group_of(sample)].append(abs(p / sample.measured_ms - 1) * 100)
         logs[group_of(sample)].append(math.log(p / sample.measured_ms))
@@ -344,14 +339,23 @@ def score(kind: str, samples: list[Sample], values: dict[str, float]) -> dict[st
         out[name] = {"n": len(apes), "mape": round(float(np.mean(apes)), 2),
                      "bias": round(100 * (math.exp(float(np.mean(logs[name]))) - 1), 1),
                      "worst": round(float(np.max(apes)), 1)}
-    for (target, precision), p in sorted(lambda_rows.items()):
-        ref = (REFERENCE, precision)
-        if target == REFERENCE or ref not in lambda_rows:
-            continue
-        ratio = p / lambda_rows[ref] / (lambda_measured[(target, precision)] / lambda_measured[ref])
+    for (target, precision), ratio in lambda_ratios(samples, predicted).items():
         out[f"lambda {target} {precision}"] = {"n": 1, "ratio_error": round(abs(ratio - 1) * 100, 2),
                                                "bias": round((ratio - 1) * 100, 1)}
     return out
+
+
+def lambda_ratios(samples: list[Sample], predicted: np.ndarray) -> dict[tuple[str, str], float]:
+    """Per Lambda (GPU, precision) but the reference's: its predicted time over the RTX 3090's at that precision,
+    divided by the same ratio measured (1: the ratio is right)."""
+    rows = {(s.row["target"], s.row["precision"]): (float(p), s.measured_ms)
+            for s, p in zip(samples, predicted, strict=True) if s.lambda_row}
+    ratios = {}
+    for (target, precision), (p, measured) in sorted(rows.items()):
+        reference = rows.get((REFERENCE, precision))
+        if target != REFERENCE and reference is not None:
+            ratios[(target, precision)] = p / reference[0] / (measured / reference[1])
+    return ratios
 
 
 def logo(kind: str, samples: list[Sample], fixed: dict[str, float],

@@ -45,17 +45,10 @@ class PreAmpere(fc.Priced):
 
 def ratio_errors(kind: str, samples: list[fc.Sample], values: dict[str, float], unit: str,
                  factor: float) -> dict[str, float]:
-    """Signed ratio error (%) per Lambda GPU and precision, as fit_constants.score computes it."""
+    """Signed ratio error (%) per Lambda GPU and precision."""
     predicted = fc.predict(kind, PreAmpere(samples, unit, factor), values)
-    by_row = {(s.row["target"], s.row["precision"]): (float(p), s.measured_ms)
-              for s, p in zip(samples, predicted, strict=True)}
-    out = {}
-    for (target, precision), (p, measured) in sorted(by_row.items()):
-        reference = by_row.get((fc.REFERENCE, precision))
-        if target == fc.REFERENCE or reference is None:
-            continue
-        out[f"{target} {precision}"] = 100 * (p / reference[0] / (measured / reference[1]) - 1)
-    return out
+    return {f"{target} {precision}": 100 * (ratio - 1)
+            for (target, precision), ratio in fc.lambda_ratios(samples, predicted).items()}
 
 
 def chosen_on(errors: dict[float, dict[str, float]], row: str) -> float:
