@@ -6,10 +6,12 @@ print are reproduced by this product: RTX 3090 fp16/fp32-accumulate 71 TFLOPS, R
 RTX 2080 Ti 53.8, L4 121, RTX 5090 209.5). GeForce parts run fp16/bf16 with fp32 accumulate, and TF32, at half the
 rate of the workstation and data-center parts of the same architecture.
 
-Sustained clocks come from each product's TDP against its chip's other products (understudy/power.py: dynamic
-power goes about as SMs x f^3). So a 150 W A10 holds about 1300 MHz where its GA102 siblings (RTX 3080 and 3090) hold
-their boost clock, a 300 W RTX 6000 Ada about 2130 MHz beside the RTX 4090's 2520, and a 350 W H100 PCIe about
-1650 MHz. Nothing here is fitted to measured latencies: only TDP, SM count and boost clock from the specs.
+Held clocks come from each product's TDP, less what its DRAM draws, against its chip's other products
+(understudy/power.py: dynamic power goes about as SMs x f^3 times the work per cycle). So a 150 W A10 holds about
+1280 MHz where its GA102 siblings (RTX 3080 and 3090) hold their boost clock, and about 1020 MHz while its tensor
+cores, twice as fast per cycle as a GeForce part's, run at full rate; a 300 W RTX 6000 Ada about 2100 and 1670 MHz
+beside the RTX 4090's 2520. Nothing here is fitted to measured latencies: only TDP, SM count, boost clock, memory
+technology and bandwidth, and the tensor rates, from the specs.
 
 Run: python scripts/build_catalog.py ../shared/reference/gpu_specs.csv scripts/catalog_additions.csv \
          > understudy/data/gpus.csv
@@ -26,7 +28,7 @@ from pathlib import Path
 # Run as a script from the checkout: the package beside it, installed or not.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from understudy.power import power_budget, power_limited_clock, reference_budgets
+from understudy.power import HeldClocks, chip_references, held_clocks, product_budget, tensor_per_sm_cycle
 
 WHITEPAPERS = {
     "Pascal": "no tensor cores: fp16/bf16/tf32 fall back to the FP32 rate",
@@ -76,13 +78,22 @@ def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", short.lower()).strip("-")
 
 
-def sustained_clocks(rows: list[dict[str, str]]) -> dict[str, float]:
-    """Each product's sustained clock under its power limit, by name (understudy/power.py)."""
-    budgets = {row["name"]: power_budget(float(row["tdp_w"]), int(row["sm_count"]), float(row["boost_clock_mhz"]))
+def tensor_rates(row: dict[str, str]) -> dict[str, float]:
+    """A product's dense tensor FLOP per SM and cycle, by understudy.power.TENSOR_PRECISIONS."""
+    fp16, bf16, tf32, _ = rates(row)
+    return {"fp16": fp16, "bf16": bf16, "tf32": tf32}
+
+
+def power_clocks(rows: list[dict[str, str]]) -> dict[str, HeldClocks]:
+    """Each product's clocks under its power limit, by name (understudy/power.py)."""
+    budgets = {row["name"]: product_budget(float(row["tdp_w"]), int(row["sm_count"]), float(row["boost_clock_mhz"]),
+                                           row["memory_type"], float(row["memory_bandwidth_gbps"]))
                for row in rows}
-    reference = reference_budgets((row["gpu_chip"], budgets[row["name"]]) for row in rows)
-    return {row["name"]: round(power_limited_clock(float(row["boost_clock_mhz"]), budgets[row["name"]],
-                                                   reference[row["gpu_chip"]]), 1)
+    per_sm_cycle = {row["name"]: tensor_per_sm_cycle(tensor_rates(row), 1, 1e6) for row in rows}
+    reference = chip_references((row["gpu_chip"], budgets[row["name"]], per_sm_cycle[row["name"]], row["memory_type"])
+                                for row in rows)
+    return {row["name"]: held_clocks(float(row["boost_clock_mhz"]), budgets[row["name"]], reference[row["gpu_chip"]],
+                                     per_sm_cycle[row["name"]])
             for row in rows}
 
 
@@ -92,8 +103,8 @@ def main(paths: list[str]) -> None:
         with open(path, newline="") as file:
             rows.extend(csv.DictReader(file))
     extra = ["id", "fp16_tensor_tflops", "bf16_tensor_tflops", "tf32_tensor_tflops", "tensor_source",
-             "sustained_clock_mhz"]
-    clocks = sustained_clocks(rows)
+             "sustained_clock_mhz", "fp16_tensor_clock_mhz", "bf16_tensor_clock_mhz", "tf32_tensor_clock_mhz"]
+    clocks = power_clocks(rows)
     out = csv.DictWriter(sys.stdout, fieldnames=["id", *rows[0].keys(), *extra[1:]], lineterminator="\n")
     out.writeheader()
     for row in rows:
@@ -107,7 +118,8 @@ def main(paths: list[str]) -> None:
                 "bf16_tensor_tflops": round(bf16 * tflops_per_rate, 2),
                 "tf32_tensor_tflops": round(tf32 * tflops_per_rate, 2),
                 "tensor_source": source,
-                "sustained_clock_mhz": clocks[row["name"]],
+                "sustained_clock_mhz": clocks[row["name"]].sustained_mhz,
+                **{f"{precision}_tensor_clock_mhz": mhz for precision, mhz in clocks[row["name"]].tensor_mhz.items()},
             }
         )
 

@@ -15,7 +15,8 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from understudy.errors import UnknownTarget
-from understudy.power import power_at_budget, power_budget, power_limited_clock, reference_budgets
+from understudy.power import (ChipReference, HeldClocks, chip_references, dram_watts, held_clocks, power_at_budget,
+                              product_budget, tensor_per_sm_cycle)
 from understudy.workload import sha256_of
 
 # Dense FLOP per clock per SM assumed for a user-defined target that gives no throughputs: a GeForce Ampere/Ada
@@ -60,10 +61,17 @@ class TargetSpec(BaseModel):
     # The clock held under a sustained deep-learning load: below the boost clock where the power limit binds
     # (understudy/power.py derives it from TDP, SM count and the chip's other products). None: the boost clock.
     sustained_clock_mhz: float | None = Field(default=None, ge=100, le=5000)
-    # The chip and the power limit the sustained clock was derived from (catalog GPUs; a power limit set with
-    # `id@<W>w`). The estimators read only the clock, so neither is in the digest.
+    # The clock held while the tensor cores run at full rate in each precision: lower than the sustained clock where
+    # the part does more tensor work per SM and cycle than its chip's best-supplied product (a workstation part of a
+    # GeForce chip) and the power limit binds (understudy/power.py). None: the sustained clock.
+    fp16_tensor_clock_mhz: float | None = Field(default=None, ge=100, le=5000)
+    bf16_tensor_clock_mhz: float | None = Field(default=None, ge=100, le=5000)
+    tf32_tensor_clock_mhz: float | None = Field(default=None, ge=100, le=5000)
+    # The chip, the power limit and the DRAM technology the held clocks were derived from (catalog GPUs; a power limit
+    # set with `id@<W>w`). The estimators read only the clocks, so none is in the digest.
     gpu_chip: str = Field(default="", max_length=40)
     tdp_w: float | None = Field(default=None, gt=0, le=10_000)
+    memory_type: str = Field(default="", max_length=20)
     source: str = Field(default="user-defined", max_length=2000)
     tensor_source: str = Field(default="user-defined", max_length=2000)
     origin: Literal["catalog", "inline"] = "inline"
@@ -86,15 +94,21 @@ class TargetSpec(BaseModel):
     def digest(self) -> str:
         """A hash of everything an estimator reads, so an edited spec never hits a stale cache entry."""
         return sha256_of(self.model_dump(mode="json", exclude={"source", "tensor_source", "origin", "gpu_chip",
-                                                               "tdp_w"}))
+                                                               "tdp_w", "memory_type"}))
 
     def sustained_clock(self) -> float:
         """MHz under a sustained load: the power-limited clock where known, never above the boost clock."""
         return min(self.sustained_clock_mhz or self.boost_clock_mhz, self.boost_clock_mhz)
 
+    def tensor_clock(self, precision: str) -> float:
+        """MHz held while the tensor cores run at full rate in `precision`, never above the sustained clock."""
+        held = {"amp-bf16": self.bf16_tensor_clock_mhz, "bf16": self.bf16_tensor_clock_mhz,
+                "fp32": self.tf32_tensor_clock_mhz}.get(precision, self.fp16_tensor_clock_mhz)
+        return min(held or self.sustained_clock(), self.sustained_clock())
+
     def sustained_tensor_tflops(self, precision: str) -> float:
-        """The tensor rate at the sustained clock (the peak rates are quoted at the boost clock)."""
-        return self.tensor_tflops(precision) * self.sustained_clock() / self.boost_clock_mhz
+        """The tensor rate at the clock held under tensor work (the peak rates are quoted at the boost clock)."""
+        return self.tensor_tflops(precision) * self.tensor_clock(precision) / self.boost_clock_mhz
 
     def sustained_fp32_tflops(self) -> float:
         return float(self.fp32_tflops or 0) * self.sustained_clock() / self.boost_clock_mhz
@@ -112,6 +126,16 @@ class TargetSpec(BaseModel):
             return 0.5
         shared = int(major) < 7 or (major == "8" and minor != "0") or int(major) >= 11
         return 0.5 if shared else 1.0
+
+    def tensor_rates(self) -> dict[str, float]:
+        """Peak dense tensor TFLOPS at the boost clock by understudy.power.TENSOR_PRECISIONS."""
+        return {"fp16": float(self.fp16_tensor_tflops or 0), "bf16": float(self.bf16_tensor_tflops or 0),
+                "tf32": float(self.tf32_tensor_tflops or 0)}
+
+    def with_clocks(self, clocks: HeldClocks) -> dict[str, float]:
+        """The fields that hold `clocks`, to update a spec with."""
+        return {"sustained_clock_mhz": clocks.sustained_mhz,
+                **{f"{precision}_tensor_clock_mhz": mhz for precision, mhz in clocks.tensor_mhz.items()}}
 
     def tensor_tflops(self, precision: str) -> float:
         """Peak tensor-core rate for the matrix math of a precision (fp32 convolutions may use TF32)."""
@@ -143,8 +167,10 @@ class Catalog:
     def __init__(self, targets: list[TargetSpec]) -> None:
         self._targets = {target.id: target for target in targets}
         # Each chip's best-supplied product holds its boost clock (understudy.power).
-        self._reference_budgets = reference_budgets((t.gpu_chip, power_budget(t.tdp_w, t.sm_count, t.boost_clock_mhz))
-                                                    for t in targets if t.gpu_chip and t.tdp_w)
+        self._references = chip_references(
+            (t.gpu_chip, product_budget(t.tdp_w, t.sm_count, t.boost_clock_mhz, t.memory_type, t.memory_bandwidth_gbps),
+             tensor_per_sm_cycle(t.tensor_rates(), t.sm_count, t.boost_clock_mhz), t.memory_type)
+            for t in targets if t.gpu_chip and t.tdp_w)
         # Normal forms computed once: a request may name many targets, each looked up on the API's event loop.
         self._forms = {t.id: (_normalise(t.id), _normalise(t.name), _base(t.name)) for t in targets}
         self._words = {t.id: _words(t.id) | _words(t.name) for t in targets}
@@ -196,37 +222,42 @@ class Catalog:
         understudy.power against its chip's best-supplied product, so at its rated TDP it is the catalog's own."""
         if "@" in target.id:
             raise UnknownTarget(f"{target.id} already has a power limit; set one on {target.id.split('@')[0]}")
-        if target.tdp_w is None or target.gpu_chip not in self._reference_budgets:
+        if target.tdp_w is None or target.gpu_chip not in self._references:
             raise UnknownTarget(f"{target.id} has no rated TDP in the catalog, so no power limit can be set on it")
         low, high = (share * target.tdp_w for share in POWER_LIMIT_SHARES)
         if not low <= watts <= high:
             raise UnknownTarget(f"a power limit on {target.name} (rated {target.tdp_w:g} W) must lie between "
                                 f"{low:g} and {high:g} W; got {watts:g} W")
-        clock = self.held_clock(target.gpu_chip, watts, target.sm_count, target.boost_clock_mhz)
         limit = f"{watts:g}"
         return TargetSpec.model_validate({**target.model_dump(), "id": f"{target.id}@{limit}w",
                                           "name": f"{target.name} at {limit} W", "tdp_w": watts,
-                                          "sustained_clock_mhz": clock})
+                                          **target.with_clocks(self.held_clocks(target, watts))})
 
     def chips(self) -> list[str]:
         """The chips whose products the catalog holds with a rated TDP, so that a power rule has a reference."""
-        return sorted(self._reference_budgets)
+        return sorted(self._references)
 
-    def held_clock(self, chip: str, watts: float, sm_count: int, boost_clock_mhz: float) -> float:
-        """MHz held under a sustained load by a part of `chip` with `sm_count` SMs, rated `boost_clock_mhz`,
-        at `watts`: understudy.power against the chip's best-supplied catalog product, to 0.1 MHz."""
-        budget = power_budget(watts, sm_count, boost_clock_mhz)
-        return round(power_limited_clock(boost_clock_mhz, budget, self._reference_budget(chip)), 1)
+    def held_clocks(self, part: TargetSpec, watts: float) -> HeldClocks:
+        """The clocks `part` (its chip, SMs, boost clock, DRAM and tensor rates) holds at `watts`: understudy.power
+        against its chip's best-supplied catalog product, to 0.1 MHz. A part whose DRAM technology is not given is
+        taken to have its chip's reference's."""
+        reference = self._reference(part.gpu_chip)
+        memory_type = part.memory_type or reference.memory_type
+        budget = product_budget(watts, part.sm_count, part.boost_clock_mhz, memory_type, part.memory_bandwidth_gbps)
+        return held_clocks(part.boost_clock_mhz, budget, reference,
+                           tensor_per_sm_cycle(part.tensor_rates(), part.sm_count, part.boost_clock_mhz))
 
-    def least_power(self, chip: str, sm_count: int, boost_clock_mhz: float) -> float:
-        """The lowest power limit a user-defined part of `chip` may be priced at (INLINE_BUDGET_FLOOR)."""
-        return power_at_budget(INLINE_BUDGET_FLOOR * self._reference_budget(chip), sm_count, boost_clock_mhz)
+    def least_power(self, part: TargetSpec) -> float:
+        """The lowest power limit a user-defined part may be priced at (INLINE_BUDGET_FLOOR)."""
+        reference = self._reference(part.gpu_chip)
+        return power_at_budget(INLINE_BUDGET_FLOOR * reference.budget, part.sm_count, part.boost_clock_mhz,
+                               dram_watts(part.memory_type or reference.memory_type, part.memory_bandwidth_gbps))
 
-    def _reference_budget(self, chip: str) -> float:
-        if chip not in self._reference_budgets:
+    def _reference(self, chip: str) -> ChipReference:
+        if chip not in self._references:
             raise UnknownTarget(f"no catalog GPU is built on the chip {chip[:40]!r}, so none sets the power its clock "
                                 f"needs; the chips it knows: {', '.join(self.chips())}")
-        return self._reference_budgets[chip]
+        return self._references[chip]
 
     def find_by_device_name(self, device_name: str, memory_gb: float | None = None) -> TargetSpec | None:
         """The catalog entry for a host GPU as NVML names it ('NVIDIA H200', 'NVIDIA GeForce RTX 4090')."""
@@ -264,8 +295,12 @@ def catalog() -> Catalog:
                 bf16_tensor_tflops=float(row["bf16_tensor_tflops"]),
                 tf32_tensor_tflops=float(row["tf32_tensor_tflops"]),
                 sustained_clock_mhz=float(row["sustained_clock_mhz"]),
+                fp16_tensor_clock_mhz=float(row["fp16_tensor_clock_mhz"]),
+                bf16_tensor_clock_mhz=float(row["bf16_tensor_clock_mhz"]),
+                tf32_tensor_clock_mhz=float(row["tf32_tensor_clock_mhz"]),
                 gpu_chip=row["gpu_chip"],
                 tdp_w=float(row["tdp_w"]),
+                memory_type=row["memory_type"],
                 source=row["source"],
                 tensor_source=row["tensor_source"],
                 origin="catalog",
@@ -319,6 +354,10 @@ class InlineTarget(BaseModel):
         default=None, ge=1, le=2000, examples=[150],
         description="the power limit it runs at (a laptop's TGP, a Max-Q or low-power part's TDP): with gpu_chip, "
         "sets the clock it holds under load by the catalog's power rule; give this or sustained_clock_mhz")
+    memory_type: str = Field(
+        default="", max_length=20, examples=["GDDR6"],
+        description="its DRAM technology (GDDR6, GDDR6X, GDDR7, HBM2e, HBM3...), whose energy per bit the power "
+        "rule takes out of tdp_w; its chip's best-supplied catalog product's when left out")
 
     @field_validator("gpu_chip")
     @classmethod
@@ -335,7 +374,7 @@ class InlineTarget(BaseModel):
             raise ValueError("tdp_w needs gpu_chip, the chip the part is built on (an RTX 4090 Laptop GPU is an "
                              "AD103): the chip's catalog products set the power its clock needs")
         try:
-            least = catalog().least_power(self.gpu_chip, self.sm_count, self.boost_clock_mhz)
+            least = catalog().least_power(self._provisional())
         except UnknownTarget as exc:
             raise ValueError(str(exc)) from None
         if self.tdp_w < least:
@@ -343,13 +382,14 @@ class InlineTarget(BaseModel):
                              f"{self.sm_count} SMs at {self.boost_clock_mhz:g} MHz on {self.gpu_chip} down to")
         return self
 
+    def _provisional(self) -> TargetSpec:
+        return TargetSpec(id="inline", origin="inline", **self.model_dump())
+
     def to_spec(self) -> TargetSpec:
-        data = self.model_dump()
+        spec = self._provisional()
         if self.tdp_w is not None:
-            data["sustained_clock_mhz"] = catalog().held_clock(self.gpu_chip, self.tdp_w, self.sm_count,
-                                                               self.boost_clock_mhz)
-        provisional = TargetSpec(id="inline", origin="inline", **data)
-        return provisional.model_copy(update={"id": "inline-" + provisional.digest()[:12]})
+            spec = spec.model_copy(update=spec.with_clocks(catalog().held_clocks(spec, self.tdp_w)))
+        return spec.model_copy(update={"id": "inline-" + spec.digest()[:12]})
 
 
 def resolve_target(item: str | InlineTarget | TargetSpec) -> TargetSpec:
