@@ -52,7 +52,7 @@ from engine.measurement_log import MeasurementLog
 
 ROOFLINE = ("tensor", "simt", "memory", "launch_us", "matmul32", "layout", "strided", "bytes_per_sm_cycle",
             "strided_bytes_per_sm_cycle", "tensor_flop_per_sm_cycle", "training_overhead", "training_layout",
-            "depthwise_training", "bf16_norm_training", "l2_reuse", "serial_ns")
+            "depthwise_training", "bf16_norm_training", "grouped_fp32_training", "l2_reuse", "serial_ns")
 HOSTAWARE = (*ROOFLINE, "roofline_weight", "l2_fraction", "l2_usable")
 # hostaware holds analytic's constants (given per fold by --analytic-logo) and the L2 reuse (set, not fitted).
 HOSTAWARE_HELD = {"l2_fraction": 1.0, "l2_usable": 0.5}
@@ -69,7 +69,7 @@ FRACTIONS_OF_PEAK = ("tensor", "simt", "memory", "matmul32")
 # per SM than a GeForce card, and the fp32/bf16 depthwise and bf16 BatchNorm training multipliers (every GeForce
 # row is fp16).
 GEFORCE_UNIDENTIFIED = ("bytes_per_sm_cycle", "strided_bytes_per_sm_cycle", "tensor_flop_per_sm_cycle",
-                        "depthwise_training", "bf16_norm_training")
+                        "depthwise_training", "bf16_norm_training", "grouped_fp32_training")
 RESTARTS = 6  # Nelder-Mead runs at most, each from where the last stopped (fit)
 
 
@@ -176,6 +176,8 @@ class Priced:
         self.depthwise_rate = self.fp32_rate * per_op([s.target.fp32_share_beside_int32() for s in samples])
         self.bandwidth = per_op([s.target.memory_bandwidth_gbps * 1e9 for s in samples])
         self.issue = per_op([s.target.sm_count * s.target.sustained_clock() * 1e6 for s in samples])
+        self.tensor_issue = per_op([s.target.sm_count * s.target.tensor_clock(p) * 1e6
+                                    for s, p in zip(samples, precision, strict=True)])
         self.l2 = per_op([s.target.l2_cache_mb * 1e6 for s in samples])
         self.measured = np.array([s.measured_ms for s in samples])
         self.training = np.array([s.workload.mode == "train" for s in samples])
@@ -204,7 +206,7 @@ class Priced:
         tensor_rate = self.tensor_rate * eff.tensor
         if eff.tensor_flop_per_sm_cycle > 0:
             feed = np.array([eff.tensor_feed(precision) for precision, _ in self.steps])
-            tensor_rate = np.minimum(tensor_rate, self.issue * feed[self.step_code[self.index]])
+            tensor_rate = np.minimum(tensor_rate, self.tensor_issue * feed[self.step_code[self.index]])
         bytes_only = np.full_like(self.flops, np.inf)  # a memory-bound kind's FLOPs cost nothing
         plain_lanes = self.depthwise_rate * eff.simt
         rate_of_kind = {"tensor": tensor_rate, "matmul32": self.fp32_rate * eff.matmul32,

@@ -1,4 +1,4 @@
-"""Self-prediction on the H200 (issue 10): a GPU-free estimator predicting the host must match the host's own
+"""Self-prediction on the H200: a GPU-free estimator predicting the host must match the host's own
 measurement of the same workload, in every precision and memory format.
 
 Reads the workloads of benchmarks/accuracy/self/workloads.csv and their host measurements from measurement logs
@@ -7,7 +7,11 @@ recorded on the H200 (`understudy evaluate --measure-only`, benchmarks/accuracy/
 (Measurement.device_ms: the graph-timed step, or an eagerly timed one's kernels where the host's CPU held it back), the
 worst ratio, and the predicted peak memory against the host's measured peak allocation.
 
-    python benchmarks/accuracy/self_prediction.py LOG... --counts-cache /tmp/counts.pkl --json OUT.json
+    python benchmarks/accuracy/self_prediction.py LOG... --counts-cache /tmp/counts.pkl --json OUT.json \\
+        [--workloads LIST.csv ...]
+
+The training set (benchmarks/accuracy/training/workloads.csv, 64 workloads of today's PyTorch) is scored the same
+way with --workloads naming its list, and every training workload of both sets with both lists and --mode train.
 """
 
 from __future__ import annotations
@@ -43,13 +47,16 @@ def main() -> None:
     parser.add_argument("logs", nargs="+", type=Path)
     parser.add_argument("--counts-cache", type=Path)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--workloads", type=Path, action="append",
+                        help="a workload list the logs measured (default: the self-prediction set's); repeatable")
+    parser.add_argument("--mode", choices=["train", "infer"], help="score only this mode's workloads")
     args = parser.parse_args()
     target = catalog().get(H200)
     measured = {}
     for path in args.logs:
         log = MeasurementLog(path)
         host = log.only_host()
-        for row in read_rows([WORKLOADS]):
+        for row in read_rows(args.workloads or [WORKLOADS]):
             workload = workload_from_row(row)
             found = log.get(host, workload, HostSetting(profile=True))
             if found is not None and found.status == "done" and found.min_ms:
@@ -65,7 +72,9 @@ def main() -> None:
         # The host reports decimal GB (engine.timing), the prediction GiB.
         peak = found.peak_memory_gb * 1e9 / GIB if found.peak_memory_gb else None
         label = f"{workload.precision} {workload.memory_format}"
-        for key in (label, f"{label} {workload.mode}"):
+        if args.mode and workload.mode != args.mode:
+            continue
+        for key in (f"{label} {workload.mode}",) if args.mode else (label, f"{label} {workload.mode}"):
             groups[key].append({"model": workload.model, "mode": workload.mode, "predicted_ms": predicted,
                                 "measured_ms": found.device_ms, "predicted_gib": memory,
                                 "measured_peak_gib": peak})

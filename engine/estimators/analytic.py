@@ -22,17 +22,19 @@ from engine.estimators.roofline import Efficiency, roofline_ms
 # no better and makes small batches absurdly slow), and the strided weight, 1 (the strided kernels' own
 # bytes-in-flight limit prices them instead; with both free they trade off). Depthwise convolutions reach 0.11 of
 # the FP32 lanes they can issue to (half the peak on a consumer chip, all of it on an H200), and those PyTorch runs
-# on its own kernels with a small filter take 7.0x that time in an fp32 or bf16 training step (their backward); a
-# bf16 training step's BatchNorms 2.3x theirs (PyTorch's own kernels); fp32 GEMMs 0.77 of FP32 peak. The caps bind
-# on the H200: 8.4 bytes in flight per SM and cycle (2.2 of its 4.8 TB/s; 6.0 for a strided kernel) and 2,611
-# tensor FLOP per SM and cycle in 16 bit, half that in TF32 (682 and 341 TFLOPS). A training step runs 1.09x its
-# counts, and a 16-bit one's NCHW layout conversions 3.9x their inference weight (cuDNN's NCHW backward); L2 serves
-# 0.24 of the traffic of a memory-bound kernel whose tensors fit in half of it (an RTX 4090's 72 MB holds what an
-# RTX 3090's 6 MB does not).
-EFFICIENCY = Efficiency(tensor=0.9696, simt=0.1065, memory=0.9272, launch_us=5, matmul32=0.7718, layout=0.4448,
-                        strided=1, bytes_per_sm_cycle=8.4332, strided_bytes_per_sm_cycle=6.0239,
-                        tensor_flop_per_sm_cycle=2610.9925, training_overhead=1.0878, training_layout=3.9384,
-                        depthwise_training=7.0136, bf16_norm_training=2.3375, l2_reuse=0.235, serial_ns=360.2)
+# on its own kernels with a small filter take 7.0x that time in an fp32 or bf16 training step (their backward), those
+# cuDNN runs 3.2x in an fp32 training step (its TF32 weight gradient; chosen on convnext_large's fp32 training, the
+# one development row that has them); a bf16 training step's BatchNorms 2.4x theirs (PyTorch's own kernels); fp32
+# GEMMs 0.77 of FP32 peak. The caps bind on the H200: 8.4 bytes in flight per SM and cycle (2.2 of its 4.8 TB/s; 6.0
+# for a strided kernel) and 2,609 tensor FLOP per SM and cycle in 16 bit, half that in TF32 (682 and 341 TFLOPS). A
+# training step runs 1.09x its counts, and a 16-bit one's NCHW layout conversions 4.0x their inference weight
+# (cuDNN's NCHW backward); L2 serves 0.23 of the traffic of a memory-bound kernel whose tensors fit in half of it (an
+# RTX 4090's 72 MB holds what an RTX 3090's 6 MB does not).
+EFFICIENCY = Efficiency(tensor=0.9721, simt=0.1067, memory=0.9271, launch_us=5, matmul32=0.7721, layout=0.4428,
+                        strided=1, bytes_per_sm_cycle=8.4468, strided_bytes_per_sm_cycle=5.9908,
+                        tensor_flop_per_sm_cycle=2609.1332, training_overhead=1.0854, training_layout=3.9811,
+                        depthwise_training=7.0479, bf16_norm_training=2.3967,
+                        grouped_fp32_training=3.166, l2_reuse=0.2303, serial_ns=360.2)
 
 
 class AnalyticEstimator(Estimator):

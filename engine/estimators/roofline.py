@@ -80,6 +80,12 @@ class Efficiency:
     # with no BatchNorm, the same in both). Inference's normalisation, one elementwise pass, runs as fast in either.
     # 1: no extra.
     bf16_norm_training: float = 1.0
+    # A multiplier on the time of a convolution cuDNN runs for a depthwise layer PyTorch does not keep ('grouped' ops:
+    # a 7 x 7 filter, a channels-last input) in an fp32 training step. cuDNN computes its weight gradient as a TF32
+    # implicit GEMM over an indexed, mostly empty tile (sm80_xmma_wgrad_implicit_gemm_indexed_tf32f32: 26.7 ms of
+    # convnext_tiny's fp32 training step on the H200, h200-kernel-profile.jsonl, for work the plain lanes would do in
+    # a few), where in 16 bit it runs a depthwise kernel. 1: no extra.
+    grouped_fp32_training: float = 1.0
     # Share of a memory-bound kernel's traffic L2 serves when its tensors fit in half the L2 (L2Reuse); 0: none.
     l2_reuse: float = 0.0
     # Nanoseconds one iteration of a "serial" kernel's per-thread loop takes (engine.counting._SERIAL): a memory
@@ -102,13 +108,15 @@ class Efficiency:
 
     def time_weight(self, kind: str, precision: str, training: bool) -> float:
         """A multiplier on the roofline time of a kernel of `kind` in a step of `precision` (training if
-        `training`): PyTorch's own depthwise backward (depthwise_training) and bf16 BatchNorm (bf16_norm_training)
-        are slower than cuDNN's by a share, not by a rate of the GPU's, so the multipliers leave the ratio between
-        GPUs as the forward's."""
+        `training`): PyTorch's own depthwise backward (depthwise_training), bf16 BatchNorm (bf16_norm_training) and
+        cuDNN's fp32 depthwise weight gradient (grouped_fp32_training) are slower than the price by a share, not by
+        a rate of the GPU's, so the multipliers leave the ratio between GPUs as the forward's."""
         if not training:
             return 1.0
         if kind == "norm":
             return self.bf16_norm_training if precision in ("amp-bf16", "bf16") else 1.0
+        if kind == "grouped":
+            return self.grouped_fp32_training if precision == "fp32" else 1.0
         # Not in fp16, where the few such convolutions cuDNN is not handed are those of under 32 channels, dilated or
         # narrower than 7: the timm training file (AMP fp16) wants no multiplier on them.
         return self.depthwise_training if kind == "depthwise" and precision not in ("amp-fp16", "fp16") else 1.0
@@ -123,7 +131,7 @@ class Efficiency:
         """The tensor rate a convolution or matmul reaches on `gpu`: a share of its peak, or the feed limit."""
         reached = gpu.sustained_tensor_tflops(precision) * self.tensor
         if self.tensor_flop_per_sm_cycle > 0:
-            reached = min(reached, self.tensor_feed(precision) * gpu.sm_count * gpu.sustained_clock() / 1e6)
+            reached = min(reached, self.tensor_feed(precision) * gpu.sm_count * gpu.tensor_clock(precision) / 1e6)
         return reached
 
     def bandwidth_gbps(self, gpu: TargetSpec, strided: bool = False) -> float:
