@@ -258,7 +258,8 @@ def population(
     k: Annotated[list[int], typer.Option("--k", "-k", help="clients per round (repeatable)")] = [10],  # noqa: B006
     batch_size: Annotated[int, typer.Option("--batch-size", "-b")] = 32,
     resolution: Annotated[int, typer.Option("--resolution", "-r")] = 224,
-    precision: Annotated[str, typer.Option(help="fp32|amp-fp16|amp-bf16|fp16|bf16")] = "amp-fp16",
+    precision: Annotated[str, typer.Option(help="fp32|amp-fp16|amp-bf16|fp16|bf16 (FL clients train in fp32)")
+                         ] = "fp32",
     mode: Annotated[str, typer.Option(help="train|infer")] = "train",
     optimizer: Annotated[str, typer.Option(help="none|sgd|sgd-nesterov|adamw")] = "sgd",
     estimator: Annotated[Optional[str], typer.Option(help="spec|flops|analytic|hostaware (default: the "
@@ -275,8 +276,8 @@ def population(
     api_key: Annotated[Optional[str], typer.Option(envvar="UNDERSTUDY_API_KEY", help="X-API-Key")] = None,
     timeout: Annotated[float, typer.Option(help="seconds to wait for the predictions")] = 600.0,
     as_json: Annotated[bool, typer.Option("--json", help="print the service's JSON answer")] = False,
-    trace: Annotated[Optional[str], typer.Option(help="also write an FL trace: fedscale|oort|flgo|appfl|csv|json "
-                                                      "(with --out)")] = None,
+    trace: Annotated[Optional[str], typer.Option(help="also write an FL trace: fedscale|fedscale_avail|oort|flgo|"
+                                                      "appfl|csv|json (with --out)")] = None,
     out: Annotated[Optional[Path], typer.Option(help="where --trace writes")] = None,
     clients: Annotated[int, typer.Option(help="--trace: clients drawn from the fleet")] = 100,
     rounds: Annotated[int, typer.Option(help="--trace: rounds")] = 10,

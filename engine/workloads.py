@@ -1,4 +1,4 @@
-"""Building a workload: the timm model, its inputs and one step (training or inference) on a device."""
+"""Building a workload: the timm (or torchvision) model, its inputs and one step (training or inference) on a device."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from understudy.workload import Workload
+from understudy.workload import Workload, model_source
 
 
 @dataclass(frozen=True)
@@ -66,18 +66,29 @@ def _attention(fused: bool) -> Iterator[None]:
         set_fused_attn(before)
 
 
-def build_model(workload: Workload, device: torch.device | str, dtype: torch.dtype | None = None) -> torch.nn.Module:
+def _create(workload: Workload) -> torch.nn.Module:
+    """The model, untrained, from the library its name belongs to (understudy.workload.model_source)."""
+    if model_source(workload.model) == "torchvision":
+        import torchvision
+
+        # GoogLeNet's auxiliary classifiers make its training forward return three outputs; a training step (and an
+        # FL client's) uses the main one.
+        extra = {"aux_logits": False} if workload.model == "googlenet" else {}
+        return torchvision.models.get_model(workload.model, weights=None, num_classes=workload.num_classes, **extra)
     import timm
 
+    return timm.create_model(workload.model, pretrained=False, num_classes=workload.num_classes,
+                             in_chans=workload.in_chans)
+
+
+def build_model(workload: Workload, device: torch.device | str, dtype: torch.dtype | None = None) -> torch.nn.Module:
     meta = torch.device(device).type == "meta"
     # Folding branches reads their weights, so a model to reparameterize for the meta device is built on the CPU with
     # real ones and moved to the meta device folded.
     build_on = "cpu" if meta and workload.reparam else device
     skip_init = torch.device(build_on).type == "meta"
     with torch.device(build_on), _NoMetaInit() if skip_init else nullcontext(), _attention(workload.torch_major >= 2):
-        model = timm.create_model(
-            workload.model, pretrained=False, num_classes=workload.num_classes, in_chans=workload.in_chans
-        )
+        model = _create(workload)
     if workload.reparam:
         from timm.utils import reparameterize_model
 

@@ -7,10 +7,10 @@ of a fleet (catalog GPUs and two kinds the catalog lacks), and the round's clock
 1. Understudy predicts one training step of the model the federation trains (timm's `test_efficientnet`, 10
    classes, 32 px) on every device kind of the fleet (POST /v1/populations), and the round model turns it into each
    kind's round: download + local steps + upload (GET /v1/populations/{id}/rounds).
-2. A seeded trace (GET /v1/populations/{id}/trace) assigns each of the federation's clients a device kind, and gives
+2. A seeded trace (GET /v1/populations/{id}/trace) makes each of the federation's clients a device of a kind, and gives
    its time, availability and dropout in every round.
 3. The clients really train the model (torch on CPU, synthetic data) and report the simulated time the trace gives
-   them. `DeadlineFedAvg` samples ceil(1.3 K) clients among those whose device kind's nominal round fits the
+   them. `DeadlineFedAvg` samples ceil(1.3 K) clients among those whose device's nominal round fits the
    deadline, keeps the first K that finish in time and drops the stragglers; plain `FedAvg` sampling at random is
    run beside it on the same clients.
 
@@ -199,7 +199,7 @@ class TimedFedAvg(FedAvg):
 
 
 class DeadlineFedAvg(TimedFedAvg):
-    """Samples ceil(overcommit x K) clients among those whose device kind's nominal round fits the deadline."""
+    """Samples ceil(overcommit x K) clients among those whose device's nominal round fits the deadline."""
 
     def __init__(self, *, expected_s: dict[str, float], overcommit: float, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -239,8 +239,9 @@ def plan(client: Client, args: argparse.Namespace) -> Federation:
                                     seed=args.seed, config=config)
     data = json.loads(trace)
     nominal = {kind.target_id: kind.nominal_s for kind in rounds.kinds}
-    devices = [SimulatedDevice(target_id=target, expected_s=nominal[target], round_s=[], finishes=[])
-               for target in data["client_targets"]]
+    # Each client is a device of its own: its nominal round, not its kind's median device's.
+    devices = [SimulatedDevice(target_id=device["target_id"], expected_s=device["nominal_s"], round_s=[],
+                               finishes=[]) for device in data["devices"]]
     for row in data["trace"]:
         devices[row["client_id"]].round_s.append(row["total_s"])
         devices[row["client_id"]].finishes.append(row["available"] and not row["dropped"])

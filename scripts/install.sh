@@ -31,3 +31,10 @@ fi
 # with the modules that API imports.
 "${pip[@]}" --no-deps "flwr==1.42.0" "protobuf>=5.28,<7" \
   "grpcio>=1.70,<2" "cryptography>=50,<51" "cffi>=1.17" "pycryptodome>=3.18,<4" "iterators==0.0.2"
+# FLGo and APPFL, whose own code reads the FL traces in tests/rounds/test_frameworks.py (FedScale, in the test extra,
+# needs nothing more). Both go in without their requirements: FLGo's would add the deprecated `pynvml` package, whose
+# import hook makes torch warn on every CUDA import (nvidia-ml-py, already here, provides the module it imports);
+# APPFL's pull in Ray, Globus, wandb, Opacus and protobuf 7 (which Flower's range excludes) for its distributed
+# runtimes, while the virtual-time simulator the tests run (appfl.vsim) imports only colorama.
+"${pip[@]}" --no-deps "flgo==0.4.4" "prettytable>=3" "wcwidth>=0.2" "ujson>=5" "toolz>=0.12" "tqdm>=4"
+"${pip[@]}" --no-deps "appfl==1.12.0" "colorama>=0.4"

@@ -1,9 +1,13 @@
-"""Network links of FL clients: the download and upload bandwidth a device kind gets, by default or as given.
+"""Network links of FL clients: the download and upload bandwidth a device kind gets, by default or as given, and
+how much the links of one kind's devices differ.
 
-A client's round moves the model down and its update up, so its device kind needs a link as well as a GPU. A request
-can give a link per target id or per kind; otherwise the device's kind chooses one of the defaults below. The kind is
-read from the target: a catalog data-center GPU, any other catalog GPU (desktops, laptops, workstations) or an inline
-spec (the phone- and board-class devices the catalog lacks). The defaults, down / up in Mbit/s, and their sources:
+A client's round moves the model down and its update up, so its device needs a link as well as a GPU. A request can
+give a link per target id or per kind; otherwise the device's kind chooses one of the defaults below. The kind comes
+from the catalog's data on the target (`device_kind`): an inline spec is a device the catalog lacks (a phone, a
+board, a laptop part); a catalog GPU is consumer or data-center by its product segment, the brand its catalog name
+carries (GeForce and TITAN cards, and the RTX and Quadro workstation cards, sit in homes and offices on fixed
+broadband; Tesla, A-, L- and H-series boards in data centers). The defaults are each kind's median client, down / up
+in Mbit/s:
 
 - consumer, 84.33 / 44.10: Ookla Speedtest Global Index, August 2020, global fixed-broadband averages (TelecomTalk,
   2020-09-16, https://telecomtalk.info/india-gains-four-spots-fixed-broadband-index-drops/297716/).
@@ -12,19 +16,40 @@ spec (the phone- and board-class devices the catalog lacks). The defaults, down 
   Q3 2021, global median 5G upload ("Growing and Slowing: The State of 5G Worldwide in 2021").
 - datacenter, 1000 / 1000: an assumption, not a measurement: a 1 Gbit/s link between institutions (cross-silo FL).
 
+Links of one kind differ by device: each client's link is its kind's times exp(sigma Z), one Z for both directions (a
+fiber line is fast both ways). LINK_SIGMA per kind:
+
+- consumer and edge, 1.22: the spread of U.S. fixed-broadband Speedtest results, 2022: the slowest tenth of users
+  measured 30.49 Mbit/s or less and the fastest tenth 698.62 or more (Ookla's Mark Giles, quoted at
+  https://forums.rwusers.com/t/thats-it-im-moving-to-iceland/919), a median near their geometric mean (146; Ookla,
+  Q1 2022: 151.46, https://www.tvtechnology.com/news/verizon-tops-ooklas-fixed-broadband-speed-tests), so lognormal
+  with sigma = ln(698.62 / 30.49) / (2 x 1.2816). No percentile spread of mobile speeds was found: edge devices
+  take the fixed-broadband one.
+- datacenter, 0: the assumed institutional link is the same for every silo.
+
 Megabits are decimal (10^6 bits), as in networking and in APPFL's simulator.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from understudy.catalog import TargetSpec
+
 DeviceKind = Literal["consumer", "edge", "datacenter"]
 
-# Catalog ids of data-center GPUs start with one of these (understudy/data/gpus.csv).
-_DATACENTER_PREFIXES = ("t4", "v100", "a10", "l4", "a100", "h100", "h200")
+# The z-score of the 90th percentile: a p10-p90 range spans 2 x 1.2816 standard deviations.
+_Z90 = 1.2816
+LINK_SIGMA: dict[DeviceKind, float] = {
+    "consumer": math.log(698.62 / 30.49) / (2 * _Z90),
+    "edge": math.log(698.62 / 30.49) / (2 * _Z90),
+    "datacenter": 0.0,
+}
+# Words of a catalog name that mark a card for desks (homes, offices), whatever its brand prefix.
+_DESK_BRANDS = ("geforce", "titan", "rtx", "quadro")
 
 
 class Link(BaseModel):
@@ -55,18 +80,15 @@ DEFAULT_LINKS: dict[DeviceKind, Link] = {
 }
 
 
-def device_kind(target_id: str) -> DeviceKind:
-    """consumer, edge or datacenter, from the target's id (inline specs have ids that start with "inline-")."""
-    if target_id.startswith("inline-"):
+def device_kind(target: TargetSpec) -> DeviceKind:
+    """consumer, edge or datacenter, from the catalog's data on the target (see the module's docstring)."""
+    if target.origin == "inline":
         return "edge"
-    if target_id.startswith(_DATACENTER_PREFIXES):
-        return "datacenter"
-    return "consumer"
+    words = target.name.lower().replace("-", " ").split()
+    return "consumer" if any(word in _DESK_BRANDS for word in words) else "datacenter"
 
 
-def link_for(target_id: str, given: dict[str, Link] | None = None) -> Link:
-    """The link given for this target id, else the one given for its kind (consumer, edge, datacenter), else its
-    kind's default."""
-    kind = device_kind(target_id)
+def link_for(target_id: str, kind: DeviceKind, given: dict[str, Link] | None = None) -> Link:
+    """The link given for this target id, else the one given for its kind, else its kind's default."""
     given = given or {}
     return given.get(target_id) or given.get(kind) or DEFAULT_LINKS[kind]

@@ -1,5 +1,6 @@
 """A workload's parameter count without torch: read from understudy/data/timm_params.csv, which
-scripts/build_param_counts.py generates from timm (models built on the meta device).
+scripts/build_param_counts.py generates from timm (models built on the meta device), and, for torchvision's models,
+understudy/data/torchvision_params.csv (scripts/build_torchvision_models.py; 3 input channels only).
 
     params(num_classes, in_chans) = params + per_class x (num_classes - 1000) + per_in_chan x (in_chans - 3)
 
@@ -23,10 +24,13 @@ class _Counts(NamedTuple):
 
 @lru_cache(maxsize=1)
 def _table() -> dict[str, _Counts]:
-    text = resources.files("understudy.data").joinpath("timm_params.csv").read_text()
-    return {row["model"]: _Counts(int(row["params"]), float(row["per_class"]),
-                                  float(row["per_in_chan"]) if row["per_in_chan"] else None)
-            for row in csv.DictReader(text.splitlines())}
+    table = {}
+    for name in ("timm_params.csv", "torchvision_params.csv"):
+        text = resources.files("understudy.data").joinpath(name).read_text()
+        table.update({row["model"]: _Counts(int(row["params"]), float(row["per_class"]),
+                                            float(row["per_in_chan"]) if row["per_in_chan"] else None)
+                      for row in csv.DictReader(text.splitlines())})
+    return table
 
 
 def param_count(model: str, num_classes: int = 1000, in_chans: int = 3) -> int | None:

@@ -4,21 +4,25 @@ A client's round is download + local compute + upload:
 
 - download and upload move the model update, `update_bytes` = parameter count x bytes per value of `update_dtype`
   (or `update_mb` as given), over the client's link (understudy/links.py: per target, or its device kind's default);
-- local compute is the predicted training step time x local steps (`local_steps`, or `epochs` x `samples` / batch
-  size, rounded up).
+- local compute is the step's wall-clock time (understudy/steps.py: the predicted GPU time plus the CPU's cost of
+  launching its kernels) x local steps (`local_steps`, or `epochs` x `samples` / batch size, rounded up).
 
-That sum is the client's *nominal* round time t_d for device kind d. Rounds vary: a client's time in one round is
-t_d x exp(sigma_d Z), Z standard normal, so t_d is the median. sigma_d is `sigma` as given, else it is read from the
-prediction's measured spread (max minus min over the timed windows): the range of a handful of normal draws averages
-about 2.33 standard deviations (five draws: 2.326), so sigma_d = ln(1 + spread / step) / 2.33 (0 without a spread).
+Those are a device kind's *nominal* (median device's) times: compute A_d and communication B_d. Devices of one kind
+differ: a device's compute is A_d c and its communication B_d / b, with c = exp(s_c Z1) and b = exp(s_l Z2)
+(`device_compute_sigma`, `device_link_sigma`; by default per device kind, understudy/steps.py and
+understudy/links.py). Rounds vary too: a client's time in one round is (A_d c + B_d / b) x exp(sigma_d Z3). sigma_d is
+`sigma` as given, else it is read from the prediction's measured spread (max minus min over the timed windows): the
+range of a handful of normal draws averages about 2.33 standard deviations (five draws: 2.326), so sigma_d =
+ln(1 + spread / step) / 2.33 (0 without a spread).
 
 A round samples N = ceil(overcommit x K) clients at random (with replacement, by the fleet's weights). Each is
 available with probability `availability` and, if available, finishes unless it drops out (`dropout`), so it finishes
 with probability q = availability x (1 - dropout). The round closes when K clients have finished (FedScale's
 over-commitment: sample 1.3 K, keep the first K); it is incomplete when fewer than K finish.
 
-With F(t) = sum_d w_d Phi(ln(t / t_d) / sigma_d) the chance that a sampled client, if it finishes, takes at most t
-(a step at t_d where sigma_d = 0), each sampled client finishes by t independently with probability q F(t), so
+With F(t) = sum_d w_d F_d(t) the chance that a sampled client, if it finishes, takes at most t (F_d integrates over
+Z1, Z2, Z3: the widest-spread one in closed form, the others by Gauss-Hermite quadrature), each sampled client
+finishes by t independently with probability q F(t), so
 
     G_K(t) = P(round closed by t) = P(Binomial(N, q F(t)) >= K)        (= F(t)^K when N = K and q = 1)
     P(complete) = P(Binomial(N, q) >= K)
@@ -39,7 +43,9 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from understudy.links import Link, link_for
+from understudy.bands import DEFAULT_COVERAGE, ErrorBand
+from understudy.links import LINK_SIGMA, DeviceKind, Link, link_for
+from understudy.steps import COMPUTE_SIGMA, launch_ms
 
 UpdateDtype = Literal["fp32", "fp16", "bf16", "int8"]
 BYTES_PER_VALUE: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
@@ -49,6 +55,10 @@ _RANGE_OF_FIVE = 2.326
 # The integral over t runs on this many log-spaced points between the fastest and slowest plausible client.
 _GRID_POINTS = 3000
 _TAIL_SIGMAS = 8.0
+# Gauss-Hermite nodes per quadrature dimension of a device kind's CDF.
+_QUADRATURE_NODES = 16
+# The z-score of the 90th percentile: a band's 80 % interval spans 2 x 1.2816 standard deviations of a lognormal.
+_Z90 = 1.2816
 
 
 class RoundError(ValueError):
@@ -70,7 +80,16 @@ class RoundParameters(BaseModel):
     update_mb: float | None = Field(default=None, gt=0, le=1e6, allow_inf_nan=False,
                                     description="the update's size in MB (10^6 bytes), instead of parameters x dtype")
     sigma: float | None = Field(default=None, ge=0, le=3, allow_inf_nan=False,
-                                description="lognormal sigma of a client's round time (default: from the spread)")
+                                description="lognormal sigma of a client's round time from round to round "
+                                            "(default: from the prediction's spread)")
+    device_compute_sigma: float | None = Field(
+        default=None, ge=0, le=3, allow_inf_nan=False,
+        description="lognormal sigma of one device's local compute around its kind's (default per device kind: "
+                    "consumer and edge 0.6, datacenter 0; understudy/steps.py)")
+    device_link_sigma: float | None = Field(
+        default=None, ge=0, le=3, allow_inf_nan=False,
+        description="lognormal sigma of one device's link around its kind's (default per device kind: consumer "
+                    "and edge 1.22, datacenter 0; understudy/links.py)")
     availability: float = Field(default=1.0, gt=0, le=1, description="P(a sampled client is available)")
     dropout: float = Field(default=0.0, ge=0, lt=1, description="P(an available client drops out of the round)")
     overcommit: float = Field(default=1.0, ge=1, le=10, allow_inf_nan=False,
@@ -116,33 +135,66 @@ class RoundConfig(RoundParameters):
 
 @dataclass(frozen=True)
 class DeviceStep:
-    """One device kind of a population as the round model takes it: its predicted step and its weight."""
+    """One device kind of a population as the round model takes it: its predicted GPU step, its weight, its kind,
+    and what the prediction says beside the step (its spread, its kernel launches, its error band)."""
 
     target_id: str
     step_ms: float
     weight: float
+    kind: DeviceKind
     spread_ms: float | None = None
     target_name: str | None = None
+    kernels: int | None = None
+    band: ErrorBand | None = None
 
 
 @dataclass(frozen=True)
 class ClientKind:
-    """A device kind's nominal (median) round, in seconds."""
+    """A device kind's nominal (median device's) round, in seconds, and how its devices and rounds vary."""
 
     target_id: str
     target_name: str | None
+    kind: DeviceKind
     share: float
-    step_ms: float
+    gpu_ms: float  # the predicted GPU time of a step
+    launch_ms: float  # the CPU's cost of launching the step's kernels
     steps: int
     link: Link
     download_s: float
     compute_s: float
     upload_s: float
-    sigma: float
+    sigma: float  # round to round
+    compute_sigma: float  # device to device, compute
+    link_sigma: float  # device to device, link
+    band: ErrorBand | None = None
+
+    @property
+    def step_ms(self) -> float:
+        """The wall-clock step: GPU time plus launches."""
+        return self.gpu_ms + self.launch_ms
 
     @property
     def nominal_s(self) -> float:
         return self.download_s + self.compute_s + self.upload_s
+
+    @property
+    def comm_s(self) -> float:
+        return self.download_s + self.upload_s
+
+    def step_interval_ms(self, coverage: float = DEFAULT_COVERAGE) -> tuple[float, float] | None:
+        """The wall-clock step's interval at `coverage` from the prediction's error band (on the GPU time; the
+        launches as they are), None without a band."""
+        if self.band is None:
+            return None
+        low, high = self.band.interval(self.gpu_ms, coverage)
+        return low + self.launch_ms, high + self.launch_ms
+
+    def step_band_sigma(self) -> float | None:
+        """The lognormal sigma whose 80 % interval is the band's: for a simulator that samples a step."""
+        interval = self.step_interval_ms(0.8)
+        if interval is None:
+            return None
+        return math.log(interval[1] / interval[0]) / (2 * _Z90)
 
 
 def _sigma(device: DeviceStep, given: float | None) -> float:
@@ -153,12 +205,47 @@ def _sigma(device: DeviceStep, given: float | None) -> float:
     return math.log1p(device.spread_ms / device.step_ms) / _RANGE_OF_FIVE
 
 
-_erf = np.vectorize(math.erf, otypes=[float])
-
-
 def _phi(x: np.ndarray) -> np.ndarray:
-    """The standard normal CDF, elementwise."""
-    return 0.5 * (1.0 + _erf(x / math.sqrt(2.0)))
+    """The standard normal CDF, elementwise (Abramowitz and Stegun 7.1.26 for erf: within 1.5e-7)."""
+    z = np.abs(x) / math.sqrt(2.0)
+    t = 1.0 / (1.0 + 0.3275911 * z)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    erf = 1.0 - poly * np.exp(-z * z)
+    return 0.5 * (1.0 + np.sign(x) * erf)
+
+
+def _nodes(sigma: float) -> tuple[np.ndarray, np.ndarray]:
+    """exp(sigma Z) at Gauss-Hermite nodes and their weights (one node at 1 without variability)."""
+    if sigma == 0.0:
+        return np.ones(1), np.ones(1)
+    z, w = np.polynomial.hermite_e.hermegauss(_QUADRATURE_NODES)
+    return np.exp(sigma * z), w / w.sum()
+
+
+def _kind_cdf(t: np.ndarray, kind: ClientKind) -> np.ndarray:
+    """F_d(t) = P((A c + B / b) f <= t) for one device kind: the factor with the widest spread in closed form (so
+    that each quadrature node's term is smooth in t), the other two by Gauss-Hermite quadrature."""
+    a, b = kind.compute_s, kind.comm_s
+    spreads = {"round": kind.sigma, "link": kind.link_sigma if b > 0 else 0.0,
+               "compute": kind.compute_sigma if a > 0 else 0.0}
+    closed = max(spreads, key=lambda name: spreads[name])
+    if spreads[closed] == 0.0:
+        return (t >= a + b).astype(float)
+    nodes = [_nodes(0.0 if name == closed else spreads[name]) for name in ("round", "compute", "link")]
+    (fs, fw), (cs, cw), (bs, bw) = nodes
+    f, c, l_ = (axis.ravel() for axis in np.meshgrid(fs, cs, bs, indexing="ij"))
+    weights = np.einsum("i,j,k->ijk", fw, cw, bw).ravel()
+    grid = t[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if closed == "round":
+            p = _phi(np.log(grid / (a * c + b / l_)) / spreads["round"])
+        elif closed == "link":
+            rest = grid / f - a * c
+            p = np.where(rest > 0, _phi((np.log(np.maximum(rest, 1e-300)) - math.log(b)) / spreads["link"]), 0.0)
+        else:
+            rest = grid / f - b / l_
+            p = np.where(rest > 0, _phi(np.log(np.maximum(rest, 1e-300) / a) / spreads["compute"]), 0.0)
+    return (weights * p).sum(axis=1)
 
 
 def _binomial_tail(n: int, k: int, p: np.ndarray) -> np.ndarray:
@@ -216,20 +303,29 @@ class RoundModel:
         size = config.update_bytes(param_count)
         kinds = []
         for device in devices:
-            link = link_for(device.target_id, config.links)
+            link = link_for(device.target_id, device.kind, config.links)
+            launches = launch_ms(device.kernels)
             kinds.append(ClientKind(
-                target_id=device.target_id, target_name=device.target_name, share=device.weight / total,
-                step_ms=device.step_ms, steps=steps, link=link, download_s=link.download_s(size),
-                compute_s=device.step_ms * steps / 1000.0, upload_s=link.upload_s(size),
-                sigma=_sigma(device, config.sigma)))
+                target_id=device.target_id, target_name=device.target_name, kind=device.kind,
+                share=device.weight / total, gpu_ms=device.step_ms, launch_ms=launches, steps=steps, link=link,
+                download_s=link.download_s(size), compute_s=(device.step_ms + launches) * steps / 1000.0,
+                upload_s=link.upload_s(size), sigma=_sigma(device, config.sigma),
+                compute_sigma=(config.device_compute_sigma if config.device_compute_sigma is not None
+                               else COMPUTE_SIGMA[device.kind]),
+                link_sigma=(config.device_link_sigma if config.device_link_sigma is not None
+                            else LINK_SIGMA[device.kind]),
+                band=device.band))
         self.kinds: tuple[ClientKind, ...] = tuple(kinds)
         self.config = config
         self.batch_size = batch_size
         self.steps = steps
         self.update_bytes = size
         self._share = np.array([kind.share for kind in kinds])
-        self._nominal = np.array([kind.nominal_s for kind in kinds])
+        self._compute = np.array([kind.compute_s for kind in kinds])
+        self._comm = np.array([kind.comm_s for kind in kinds])
         self._sigma = np.array([kind.sigma for kind in kinds])
+        self._compute_sigma = np.array([kind.compute_sigma for kind in kinds])
+        self._link_sigma = np.array([kind.link_sigma for kind in kinds])
         # E[round] for any K integrates over one grid: F is computed on it once.
         self._grid_nodes = self._grid()
         self._cdf_middles = self.cdf((self._grid_nodes[1:] + self._grid_nodes[:-1]) / 2)
@@ -240,13 +336,9 @@ class RoundModel:
         """F(t): the chance that a sampled client, if it finishes, takes at most t seconds."""
         t = np.atleast_1d(np.asarray(t, dtype=float))
         out = np.zeros_like(t)
-        for share, nominal, sigma in zip(self._share, self._nominal, self._sigma, strict=True):
-            if sigma == 0.0:
-                out += share * (t >= nominal)
-            else:
-                with np.errstate(divide="ignore"):
-                    out += share * _phi(np.log(np.maximum(t, 1e-300) / nominal) / sigma)
-        return np.minimum(out, 1.0)
+        for share, kind in zip(self._share, self.kinds, strict=True):
+            out += share * _kind_cdf(t, kind)
+        return np.clip(out, 0.0, 1.0)
 
     def closed_by(self, k: int, t: np.ndarray | float) -> np.ndarray:
         """G_K(t): the chance that a round of K has K finished clients by time t."""
@@ -256,11 +348,19 @@ class RoundModel:
         """The chance that a round of K gets K finished clients at all."""
         return float(_binomial_tail(self.config.sampled(k), k, np.array([self.config.finish_probability]))[0])
 
+    def span_s(self, tail_sigmas: float) -> tuple[float, float]:
+        """The fastest and the slowest plausible client's round: every spread `tail_sigmas` deviations out."""
+        fast = (self._compute * np.exp(-tail_sigmas * self._compute_sigma)
+                + self._comm * np.exp(-tail_sigmas * self._link_sigma)) * np.exp(-tail_sigmas * self._sigma)
+        slow = (self._compute * np.exp(tail_sigmas * self._compute_sigma)
+                + self._comm * np.exp(tail_sigmas * self._link_sigma)) * np.exp(tail_sigmas * self._sigma)
+        return float(np.min(fast)), float(np.max(slow))
+
     def _grid(self) -> np.ndarray:
-        spread = np.exp(_TAIL_SIGMAS * self._sigma)
-        low, high = float(np.min(self._nominal / spread)) * 0.999, float(np.max(self._nominal * spread)) * 1.001
+        fast, slow = self.span_s(_TAIL_SIGMAS)
+        low, high = fast * 0.999, slow * 1.001
         # The atoms (kinds without variability) are grid nodes, so the midpoint rule never straddles a step.
-        return np.unique(np.concatenate([np.geomspace(low, high, _GRID_POINTS), self._nominal]))
+        return np.unique(np.concatenate([np.geomspace(low, high, _GRID_POINTS), self._compute + self._comm]))
 
     def expected_round_s(self, k: int) -> float:
         """E[round time | the round completes], by integrating P(complete) - G_K(t) over t."""
@@ -280,13 +380,22 @@ class RoundModel:
 
     # --- the sampled side -------------------------------------------------------------------------------------
 
+    def device_factors(self, kinds: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Each device's compute and link factor (exp(s Z), by its kind's spreads), for an array of kind indices."""
+        compute = np.exp(self._compute_sigma[kinds] * rng.standard_normal(kinds.shape))
+        link = np.exp(self._link_sigma[kinds] * rng.standard_normal(kinds.shape))
+        return compute, link
+
     def simulate(self, k: int, rounds: int, seed: int) -> SimulatedRounds:
-        """Draw `rounds` rounds of K (seeded: the same seed gives the same rounds)."""
+        """Draw `rounds` rounds of K, every sampled client a device of its own (seeded: the same seed gives the
+        same rounds)."""
         rng = np.random.default_rng(seed)
         n = self.config.sampled(k)
         kinds = rng.choice(len(self.kinds), size=(rounds, n), p=self._share)
+        compute, link = self.device_factors(kinds, rng)
         factor = np.exp(self._sigma[kinds] * rng.standard_normal((rounds, n)))
         finished = rng.random((rounds, n)) < self.config.finish_probability
-        client_s = np.where(finished, self._nominal[kinds] * factor, np.inf)
+        times = (self._compute[kinds] * compute + self._comm[kinds] / link) * factor
+        client_s = np.where(finished, times, np.inf)
         round_s = np.sort(client_s, axis=1)[:, k - 1]
         return SimulatedRounds(k=k, sampled=n, round_s=round_s, client_s=client_s, kinds=kinds)

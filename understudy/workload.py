@@ -1,4 +1,5 @@
-"""The workload spec: what to time (a timm model's training step or forward pass), its canonical form and digest."""
+"""The workload spec: what to time (a timm or torchvision model's training step or forward pass), its canonical form and
+digest."""
 
 from __future__ import annotations
 
@@ -38,6 +39,23 @@ def timm_model_names() -> frozenset[str]:
 
 
 @lru_cache(maxsize=1)
+def torchvision_model_names() -> frozenset[str]:
+    """torchvision's classification models that timm's registry lacks (FedScale's shufflenet_v2_x2_0, mobilenet_v2,
+    the regnet_x_*/regnet_y_* and vit_b_16 families), read from a list scripts/build_torchvision_models.py generates:
+    a name both have is timm's."""
+    text = resources.files("understudy.data").joinpath("torchvision_models.txt").read_text()
+    return frozenset(line.strip() for line in text.splitlines() if line.strip())
+
+
+ModelSource = Literal["timm", "torchvision"]
+
+
+def model_source(name: str) -> ModelSource:
+    """Which library builds a (checked) model name."""
+    return "torchvision" if name in torchvision_model_names() else "timm"
+
+
+@lru_cache(maxsize=1)
 def reparameterizable_models() -> frozenset[str]:
     """The models timm.utils.reparameterize_model changes (scripts/build_reparam_models.py generates the list)."""
     text = resources.files("understudy.data").joinpath("timm_reparam_models.txt").read_text()
@@ -45,7 +63,7 @@ def reparameterizable_models() -> frozenset[str]:
 
 
 def check_model_name(name: str) -> str:
-    names = timm_model_names()
+    names = timm_model_names() | torchvision_model_names()
     if name in names:
         return name
     close = difflib.get_close_matches(name, sorted(names), n=5, cutoff=0.6)
@@ -54,11 +72,14 @@ def check_model_name(name: str) -> str:
 
 
 class Workload(BaseModel):
-    """One step of a timm model: a training step (forward, cross-entropy, backward, optimizer) or a forward pass."""
+    """One step of a timm (or torchvision classification) model: a training step (forward, cross-entropy, backward,
+    optimizer) or a forward pass."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model: str = Field(max_length=120, examples=["resnet50"], description="a name in timm.list_models()")
+    model: str = Field(max_length=120, examples=["resnet50"],
+                       description="a name in timm.list_models(), or a torchvision classification model timm lacks "
+                                   "(shufflenet_v2_x2_0, mobilenet_v2, ...)")
     mode: Mode = "train"
     # strict: JSON's true is not a batch of 1, nor "32" a number
     batch_size: int = Field(default=32, ge=1, le=4096, strict=True)
@@ -123,6 +144,8 @@ class Workload(BaseModel):
             raise ValueError("reparam is for inference: training needs the branches that reparameterizing folds away")
         if self.reparam and self.model not in reparameterizable_models():
             object.__setattr__(self, "reparam", False)  # nothing to fold: the plain workload, with its digest
+        if self.in_chans != 3 and model_source(self.model) == "torchvision":
+            raise ValueError(f"{self.model} is a torchvision model, which takes 3 input channels; in_chans must be 3")
         return self
 
     def canonical(self) -> dict[str, Any]:

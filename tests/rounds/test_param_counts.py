@@ -18,3 +18,9 @@ def test_the_head_follows_the_classes_and_the_stem_the_channels():
 
 def test_a_model_the_table_does_not_hold_has_no_count():
     assert param_count("not_a_timm_model") is None
+
+
+def test_torchvision_models_timm_lacks_have_counts_too():
+    assert param_count("shufflenet_v2_x2_0") == 7_393_996  # FedScale's OpenImage model, torchvision's count
+    assert param_count("shufflenet_v2_x2_0", num_classes=596) == 7_393_996 - 2049 * (1000 - 596)
+    assert param_count("shufflenet_v2_x2_0", in_chans=1) is None  # torchvision's models take 3 channels

@@ -1,5 +1,5 @@
-"""understudy.rounds: a client's round from its device's step time and link, and the round of K clients, analytic
-and sampled. No server: pure arithmetic."""
+"""understudy.rounds: a client's round from its device's step time, kernel launches and link, and the round of K
+clients, analytic and sampled. No server: pure arithmetic."""
 
 from __future__ import annotations
 
@@ -9,14 +9,20 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from understudy.links import DEFAULT_LINKS, Link, device_kind, link_for
+from understudy.bands import ErrorBand
+from understudy.catalog import InlineTarget, catalog, resolve_target
+from understudy.links import DEFAULT_LINKS, LINK_SIGMA, Link, device_kind, link_for
 from understudy.populations import DeviceLatency, expected_max, prob_round_within
 from understudy.rounds import DeviceStep, RoundConfig, RoundError, RoundModel
+from understudy.steps import COMPUTE_SIGMA, LAUNCH_US
 
 # resnet18-sized: 11.7 M parameters, an fp32 update of 46.8 MB.
 PARAMS = 11_700_000
-FLEET = [DeviceStep("rtx-3090", 50.0, 120, spread_ms=5.0), DeviceStep("t4", 120.0, 300, spread_ms=20.0),
-         DeviceStep("inline-0123456789ab", 400.0, 80)]
+FLEET = [DeviceStep("rtx-3090", 50.0, 120, "consumer", spread_ms=5.0),
+         DeviceStep("t4", 120.0, 300, "datacenter", spread_ms=20.0),
+         DeviceStep("inline-0123456789ab", 400.0, 80, "edge")]
+# Every device of a kind alike: the round model of one device per kind.
+ALIKE = {"device_compute_sigma": 0.0, "device_link_sigma": 0.0}
 
 
 def model(config: RoundConfig, devices: list[DeviceStep] = FLEET, batch_size: int = 32) -> RoundModel:
@@ -48,14 +54,47 @@ def test_epochs_over_a_clients_samples_set_the_local_steps():
         RoundConfig(epochs=1)
 
 
+def test_a_devices_kind_comes_from_the_catalogs_data_on_it_not_its_id():
+    kinds = {spec.id: device_kind(spec) for spec in catalog()}
+    assert {kinds[i] for i in ("rtx-3090", "gtx-1660-super", "titan-rtx", "rtx-a6000", "quadro-rtx-8000")} == \
+        {"consumer"}
+    assert {kinds[i] for i in ("t4", "a10-pcie", "l4", "a100-sxm4-80-gb", "h200-sxm-141-gb")} == {"datacenter"}
+    assert device_kind(resolve_target("rtx-4090@300w")) == "consumer"
+    phone = InlineTarget(name="t4 phone", sm_count=8, boost_clock_mhz=1000, memory_bandwidth_gbps=50,
+                         memory_size_gb=4)
+    assert device_kind(resolve_target(phone)) == "edge"  # whatever its name or id says
+
+
 def test_links_default_by_device_kind_and_can_be_given_per_target_or_per_kind():
-    assert device_kind("rtx-3090") == "consumer"
-    assert device_kind("a100-sxm4-80-gb") == "datacenter"
-    assert device_kind("inline-0123456789ab") == "edge"
-    assert link_for("t4") == DEFAULT_LINKS["datacenter"]
+    assert link_for("t4", "datacenter") == DEFAULT_LINKS["datacenter"]
+    assert link_for("t4-like-board", "edge") == DEFAULT_LINKS["edge"]
     fast = Link(down_mbps=500, up_mbps=500)
-    assert link_for("rtx-4090", {"consumer": fast}) == fast
-    assert link_for("rtx-4090", {"rtx-4090": Link(down_mbps=1, up_mbps=1), "consumer": fast}).down_mbps == 1
+    assert link_for("rtx-4090", "consumer", {"consumer": fast}) == fast
+    assert link_for("rtx-4090", "consumer", {"rtx-4090": Link(down_mbps=1, up_mbps=1), "consumer": fast}).down_mbps == 1
+
+
+def test_a_steps_wall_clock_time_adds_the_cpus_launches_to_its_gpu_time():
+    kinds = model(RoundConfig(local_steps=10), [DeviceStep("rtx-3090", 2.0, 1, "consumer", kernels=400)]).kinds
+    assert kinds[0].launch_ms == pytest.approx(400 * LAUNCH_US / 1000)
+    assert kinds[0].step_ms == pytest.approx(2.0 + 400 * LAUNCH_US / 1000)
+    assert kinds[0].compute_s == pytest.approx(10 * kinds[0].step_ms / 1000)
+
+
+def test_a_kinds_step_interval_applies_its_error_band_to_the_gpu_time():
+    band = ErrorBand(model="test", center=0.0, scale=0.2, z=tuple(np.linspace(-2, 2, 39)), basis="test")
+    kind = model(RoundConfig(), [DeviceStep("rtx-3090", 10.0, 1, "consumer", kernels=100, band=band)]).kinds[0]
+    low, high = band.interval(10.0, 0.8)
+    assert kind.step_interval_ms(0.8) == pytest.approx((low + kind.launch_ms, high + kind.launch_ms))
+    assert kind.step_band_sigma() == pytest.approx(math.log((high + kind.launch_ms) / (low + kind.launch_ms)) / 2.5632)
+    assert model(RoundConfig()).kinds[0].step_interval_ms() is None  # no band, no interval
+
+
+def test_devices_of_a_kind_spread_by_its_defaults_unless_given():
+    kinds = model(RoundConfig()).kinds
+    assert [k.compute_sigma for k in kinds] == [COMPUTE_SIGMA[k.kind] for k in kinds]
+    assert [k.link_sigma for k in kinds] == [LINK_SIGMA[k.kind] for k in kinds]
+    given = model(RoundConfig(device_compute_sigma=0.1, device_link_sigma=0.2)).kinds
+    assert {(k.compute_sigma, k.link_sigma) for k in given} == {(0.1, 0.2)}
 
 
 def test_sigma_comes_from_the_measured_spread_unless_given():
@@ -66,7 +105,7 @@ def test_sigma_comes_from_the_measured_spread_unless_given():
 
 
 def test_without_variability_or_overcommitment_the_round_is_the_expected_max_of_k():
-    rounds = model(RoundConfig(sigma=0))
+    rounds = model(RoundConfig(sigma=0, **ALIKE))
     as_latencies = [DeviceLatency(kind.target_id, kind.nominal_s, kind.share) for kind in rounds.kinds]
     for k in (1, 5, 20):
         assert rounds.expected_round_s(k) == pytest.approx(expected_max(as_latencies, k), rel=1e-9)
@@ -85,10 +124,14 @@ def test_overcommitment_keeps_the_first_k_and_drops_count_against_it():
 
 
 @pytest.mark.parametrize("config", [
-    RoundConfig(sigma=0.3),
-    RoundConfig(sigma=0.3, overcommit=1.3, availability=0.9, dropout=0.05),
-    RoundConfig(local_steps=200, sigma=0.5, overcommit=1.5, availability=0.8),
-], ids=["variability", "overcommitted-with-dropout", "compute-bound"])
+    RoundConfig(sigma=0.3, **ALIKE),
+    RoundConfig(sigma=0.3, overcommit=1.3, availability=0.9, dropout=0.05, **ALIKE),
+    RoundConfig(local_steps=200, sigma=0.5, overcommit=1.5, availability=0.8, **ALIKE),
+    RoundConfig(sigma=0),
+    RoundConfig(sigma=0.2, overcommit=1.3, dropout=0.1),
+    RoundConfig(local_steps=200, sigma=0, device_link_sigma=0),
+], ids=["variability", "overcommitted-with-dropout", "compute-bound", "devices-differ", "devices-and-rounds-differ",
+        "device-compute-differs"])
 @pytest.mark.parametrize("k", [10, 50])
 def test_10000_sampled_rounds_match_the_analytic_round_time_and_deadline_chances_within_2_percent(config, k):
     rounds = model(config)

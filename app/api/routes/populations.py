@@ -83,21 +83,25 @@ def read_population_rounds(population_id: str, session: SessionDep, caller: Read
 
 
 @router.get("/{population_id}/trace", response_class=Response,
-            responses={200: {"description": "the trace file (a pickle for fedscale, CSV for csv, else JSON)",
+            responses={200: {"description": "the trace file (a pickle for fedscale and fedscale_avail, CSV for csv, "
+                                            "else JSON)",
                              "content": {"application/json": {}, "text/csv": {}, "application/octet-stream": {}}},
                        **_ROUND_ERRORS})
 def read_population_trace(population_id: str, session: SessionDep, caller: ReadKeyDep,
                           query: Annotated[TraceQuery, Query()]) -> Response:
     """A per-client trace of the population for an FL simulator: `clients` clients drawn from the fleet's weights,
-    each one's download, compute and upload time in each of `rounds` rounds, availability and dropout, seeded.
-    Formats: fedscale (FedScale's device-capacity pickle), oort, flgo, appfl, csv, json (understudy/traces.py)."""
+    each a device of its own (its compute and link drawn around its kind's), with its step's error band; in each of
+    `rounds` rounds, who takes part, availability, dropout, each one's download, compute and upload time and when
+    the round closes; seeded. Formats: fedscale (FedScale's device-capacity pickle), fedscale_avail (its
+    availability pickle), oort, flgo, appfl, csv, json (understudy/traces.py)."""
     population = crud.get_population(session=session, population_id=population_id,
                                      owner=crud.visible_owner(caller))
     if population is None:
         raise NotFound(f"no population with id {population_id!r}")
     rows = crud.refresh_population(session=session, population=population)
     model = round_model(population, rows, query.round_config())
-    trace = sample_trace(model, clients=query.clients, rounds=query.rounds, seed=query.seed)
-    rendered = render(trace, query.format, name=f"population-{population.id}", oort_threshold=query.oort_threshold)
+    trace = sample_trace(model, clients=query.clients, rounds=query.rounds, seed=query.seed, k=query.k)
+    rendered = render(trace, query.format, name=f"population-{population.id}", oort_threshold=query.oort_threshold,
+                      num_classes=int(population.workload.get("num_classes", 1000)))
     return Response(rendered.body, media_type=rendered.media_type,
                     headers={"Content-Disposition": f'attachment; filename="{rendered.filename}"'})
