@@ -5,21 +5,22 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag,
-                      ValidationInfo, field_validator, model_validator)
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, StringConstraints,
+                      Tag, ValidationInfo, field_validator, model_validator)
 
+from understudy.bands import DEFAULT_COVERAGE, MAX_COVERAGE, MIN_COVERAGE, ErrorBand
 from understudy.calibration import CalibrationPoint
 from understudy.catalog import CatalogTarget, InlineTarget, TargetSpec
 from ledger.dispatch import worker_slot
 from understudy.errors import UnknownEstimator
 from understudy.estimator_info import CALIBRATED_ESTIMATOR, estimator_info
 from understudy.populations import PopulationSummary
-from understudy.links import Link
-from understudy.results import HostSetting, Status, TimingMode
+from understudy.links import DeviceKind, Link
+from understudy.results import HostSetting, MemoryVerdict, Status, TimingMode, split_details
 from understudy.rounds import RoundConfig, RoundParameters
 from ledger.models import Calibration, Host, Population, Prediction
 from understudy.traces import DEFAULT_OORT_THRESHOLD, MAX_TRACE_CELLS, TraceFormat
-from understudy.workload import Workload
+from understudy.workload import Precision, Workload
 
 # --- requests ---------------------------------------------------------------------------------------------------
 
@@ -100,6 +101,10 @@ class PredictionCreate(BaseModel):
         description="with estimator calibrated: the id of the calibration to use for its target (anyone's, by id); "
                     "default: the caller's own latest calibration of each target",
     )
+    coverage: float = Field(
+        default=DEFAULT_COVERAGE, ge=MIN_COVERAGE, le=MAX_COVERAGE, allow_inf_nan=False,
+        description=f"the share of measured step times each answer's interval_ms is meant to hold, {MIN_COVERAGE} to "
+                    f"{MAX_COVERAGE} (understudy.bands); it changes only the answer, not what is predicted or cached")
 
 
 # --- responses --------------------------------------------------------------------------------------------------
@@ -113,6 +118,22 @@ class LatencyPublic(BaseModel):
 
 class HostSettingPublic(HostSetting):
     summary: str = Field(description="the setting in words: SMs and how they were restricted, clock and how")
+
+
+class BandPublic(BaseModel):
+    """How far off the predicted step time may be: the interval_ms of a coverage is latency.min_ms times
+    `multipliers`."""
+
+    model: str = Field(description="the version of the band model (understudy/data/error_bands.json)")
+    basis: str = Field(description="what the band was conditioned on, in words: the estimator and mode, whether the "
+                                   "target's architecture was seen in development, whether it runs power-limited, "
+                                   "the memory-bound share; and a calibration that narrowed it")
+    multipliers: tuple[float, float] = Field(description="(low, high): interval_ms over latency.min_ms at coverage")
+
+
+class MemoryPublic(MemoryVerdict):
+    summary: str = Field(description="the verdict in a few words: 'fits 5.1 GB', 'tight 22.0-26.4 GB of 24', "
+                                     "'oom >= 30.1 GB'")
 
 
 class PredictionHost(BaseModel):
@@ -133,6 +154,12 @@ class PredictionPublic(BaseModel):
                 "target_id": "rtx-3090", "target_name": "GeForce RTX 3090", "estimator": "analytic",
                 "estimator_version": "1",
                 "latency": {"min_ms": 112.4, "median_ms": 112.4, "spread_ms": 0.0}, "samples_per_s": 569.4,
+                "interval_ms": [98.6, 128.1], "coverage": 0.8,
+                "band": {"model": "1", "basis": "analytic train, Ampere (seen in development), at full power, 41% "
+                                                "memory-bound", "multipliers": [0.877, 1.14]},
+                "memory": {"verdict": "fits", "peak_gb": 12.8, "low_gb": 11.5, "high_gb": 14.1, "capacity_gb": 24.0,
+                           "parts_gb": {"weights": 0.2, "optimizer": 0.1, "activations": 11.5, "overhead": 1.0},
+                           "summary": "fits 12.8 GB"},
                 "host_setting": None, "timing_mode": "none",
                 "host": {"host_class": "cpu", "fingerprint": "any", "gpu_name": None, "worker": "box:gpu0"},
                 "error": None, "details": {}, "attempts": 1, "created_at": "2025-01-01T12:00:00Z",
@@ -154,6 +181,16 @@ class PredictionPublic(BaseModel):
     estimator: str
     estimator_version: str
     latency: LatencyPublic | None = Field(default=None, description="present once status is done")
+    interval_ms: tuple[float, float] | None = Field(
+        default=None, description="[low, high] ms: where the measured step time should fall, for `coverage` of "
+                                  "workloads (the error band around latency.min_ms); null without a latency or a band")
+    coverage: float = Field(default=DEFAULT_COVERAGE, description="the share of measured step times interval_ms is "
+                                                                   "meant to hold: the request's coverage")
+    band: BandPublic | None = Field(default=None, description="the error band interval_ms is drawn from")
+    memory: MemoryPublic | None = Field(
+        default=None, description="whether the workload fits the target's memory, from its predicted peak: fits, tight "
+                                  "(the capacity lies inside the peak's band: it may or may not fit) or oom; null "
+                                  "until predicted, and for a failed prediction")
     samples_per_s: float | None = None
     host_setting: HostSettingPublic | None = Field(
         default=None, description="how the host GPU was set to stand in for the target (null: nothing was measured)"
@@ -166,6 +203,23 @@ class PredictionPublic(BaseModel):
     created_at: datetime
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    _band: ErrorBand | None = PrivateAttr(default=None)  # the whole band, for another coverage (at_coverage)
+
+    def at_coverage(self, coverage: float) -> PredictionPublic:
+        """The same prediction with its interval at `coverage`."""
+        if coverage == self.coverage:
+            return self
+        return self.model_copy(update=_band_fields(self._band, self.latency.min_ms if self.latency else None,
+                                                   coverage))
+
+
+def _band_fields(band: ErrorBand | None, latency_ms: float | None, coverage: float) -> dict[str, Any]:
+    """PredictionPublic's coverage, interval_ms and band for a prediction's band at `coverage`."""
+    if band is None or latency_ms is None:
+        return {"coverage": coverage, "interval_ms": None, "band": None}
+    low, high = band.multipliers(coverage)
+    return {"coverage": coverage, "interval_ms": (latency_ms * low, latency_ms * high),
+            "band": BandPublic(model=band.model, basis=band.basis, multipliers=(low, high))}
 
 
 class PredictionsPublic(BaseModel):
@@ -250,7 +304,8 @@ COMMON_ERRORS: dict[int | str, dict[str, object]] = {
 # --- from rows --------------------------------------------------------------------------------------------------
 
 
-def prediction_public(row: Prediction, cached: bool = False) -> PredictionPublic:
+def prediction_public(row: Prediction, cached: bool = False, coverage: float = DEFAULT_COVERAGE) -> PredictionPublic:
+    details, band, memory = split_details(row.details)
     setting = None
     if row.host_setting:
         base = HostSetting.model_validate(row.host_setting)
@@ -259,7 +314,7 @@ def prediction_public(row: Prediction, cached: bool = False) -> PredictionPublic
     if row.latency_ms is not None:
         latency = LatencyPublic(min_ms=row.latency_ms, median_ms=row.median_ms, spread_ms=row.spread_ms)
     worker = worker_slot(row.worker_id)
-    return PredictionPublic(
+    public = PredictionPublic(
         id=row.id,
         request_id=row.request_id,
         status=Status(row.status),
@@ -272,18 +327,22 @@ def prediction_public(row: Prediction, cached: bool = False) -> PredictionPublic
         estimator=row.estimator,
         estimator_version=row.estimator_version,
         latency=latency,
+        **_band_fields(band, row.latency_ms, coverage),
+        memory=MemoryPublic(**memory.model_dump(), summary=memory.describe()) if memory is not None else None,
         samples_per_s=row.samples_per_s,
         host_setting=setting,
         timing_mode=row.timing_mode,
         host=PredictionHost(host_class=row.host_class, fingerprint=row.host_fingerprint, gpu_name=row.host_name,
                             worker=worker),
         error=row.error,
-        details=row.details or {},
+        details=details,
         attempts=row.attempts,
         created_at=row.created_at,
         started_at=row.started_at,
         finished_at=row.finished_at,
     )
+    public._band = band
+    return public
 
 
 # What a worker's heartbeat says about its process that only an admin sees: a PID, the Redis key of its GPU lock and
@@ -306,6 +365,14 @@ def host_public(host: Host, alive: bool, queues: dict[str, int] | None, internal
 
 PopulationStatus = Literal["queued", "running", "done", "failed"]
 KValue = Annotated[int, Field(ge=1, le=1_000_000)]
+
+
+class PopulationWorkload(Workload):
+    """A population's workload: as in POST /v1/predictions, but trained in fp32 unless it says otherwise, as FL
+    frameworks train (FedScale, FLGo, APPFL and Flower's examples all run fp32 steps)."""
+
+    precision: Precision = Field(default="fp32", description="fp32 (the default for populations: FL clients train "
+                                                             "in fp32), amp-fp16, amp-bf16, fp16 or bf16")
 
 
 class PopulationDeviceCreate(BaseModel):
@@ -332,25 +399,26 @@ class PopulationMeasurementCreate(BaseModel):
 
     target: CatalogTarget = Field(description="the catalog GPU it was measured on (id or name)")
     measured_ms: MeasuredMs
-    workload: Workload | None = Field(default=None, description="what was measured; default: the population's "
-                                                                "workload")
+    workload: PopulationWorkload | None = Field(default=None, description="what was measured (precision fp32 unless "
+                                                                          "given); default: the population's workload")
 
 
 class PopulationCreate(BaseModel):
     """A workload and a device population: each device kind with a weight or a count, and optionally step times
-    measured on some of the GPUs, which calibrate every device's prediction."""
+    measured on some of the GPUs, which calibrate every device's prediction. The workload's precision defaults to
+    fp32 here."""
 
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={"examples": [{
-            "workload": {"model": "resnet18", "mode": "train", "batch_size": 32, "precision": "amp-fp16"},
+            "workload": {"model": "resnet18", "mode": "train", "batch_size": 32, "resolution": 32},
             "devices": [{"target": "rtx-3090", "count": 120}, {"target": "t4", "count": 300},
                         {"target": {"name": "Phone-class GPU", "sm_count": 8, "boost_clock_mhz": 1000,
                                     "memory_bandwidth_gbps": 50, "memory_size_gb": 4}, "count": 80}],
             "k": [10, 50], "estimator": "analytic"}]},
     )
 
-    workload: Workload
+    workload: PopulationWorkload = Field(description="the step every device runs; precision fp32 unless given")
     devices: list[PopulationDeviceCreate] = Field(
         min_length=1, max_length=MAX_TARGETS_IN_SCHEMA,
         description="[{target, weight} or {target, count}]; one target listed twice adds up",
@@ -507,10 +575,16 @@ class RoundsQuery(RoundQuery):
 
 
 class TraceQuery(RoundQuery):
-    clients: int = Field(default=100, ge=1, le=10_000, description="clients drawn from the fleet's weights")
+    clients: int = Field(default=100, ge=1, le=10_000, description="clients drawn from the fleet's weights, each "
+                                                                   "a device of its own")
     rounds: int = Field(default=10, ge=1, le=1000)
+    k: int | None = Field(default=None, ge=1, le=10_000,
+                          description="clients a round waits for: each round draws ceil(overcommit x k) "
+                                      "participants and closes at its k-th finisher (default: every client takes "
+                                      "part and the round waits for all that finish)")
     seed: int = Field(default=0, ge=0, le=2**32 - 1, description="the same seed gives the same trace")
-    format: TraceFormat = Field(default="json", description="fedscale (a pickle), oort, flgo, appfl, csv or json")
+    format: TraceFormat = Field(default="json", description="fedscale (FedScale's --device_conf_file, a pickle), "
+                                "fedscale_avail (its --device_avail_file, a pickle), oort, flgo, appfl, csv or json")
     oort_threshold: float = Field(default=DEFAULT_OORT_THRESHOLD, gt=0, le=100,
                                   description="oort: the percentile of durations its pacer prefers")
 
@@ -522,19 +596,28 @@ class TraceQuery(RoundQuery):
 
 
 class ClientKindPublic(BaseModel):
-    """A device kind's nominal (median) round: download + local compute + upload, in seconds."""
+    """A device kind's nominal (median device's) round: download + local compute + upload, in seconds."""
 
     target_id: str
     target_name: str | None = None
+    device_kind: DeviceKind = Field(description="consumer, edge or datacenter (from the catalog's data): it chooses "
+                                                "the default link and the spreads")
     share: float
-    step_ms: float
+    step_ms: float = Field(description="the wall-clock step: gpu_ms + launch_ms")
+    gpu_ms: float = Field(description="the predicted GPU time of a step")
+    launch_ms: float = Field(description="the CPU's cost of launching the step's kernels (understudy/steps.py)")
+    step_low_ms: float | None = Field(default=None, description="the step's 80 % interval from the prediction's "
+                                                                "error band (null: no band)")
+    step_high_ms: float | None = None
     down_mbps: float
     up_mbps: float
     download_s: float
     compute_s: float
     upload_s: float
     nominal_s: float
-    sigma: float = Field(description="the lognormal sigma of its round time")
+    sigma: float = Field(description="the lognormal sigma of its round time from round to round")
+    compute_sigma: float = Field(description="the lognormal sigma of one device's compute around the kind's")
+    link_sigma: float = Field(description="the lognormal sigma of one device's link around the kind's")
 
 
 class RoundOutcomePublic(BaseModel):

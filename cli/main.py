@@ -13,11 +13,15 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from understudy.bands import DEFAULT_COVERAGE, check_coverage
 from understudy.catalog import catalog, resolve_target
 from understudy.errors import UnderstudyError
-from understudy.results import Status
+from understudy.results import PredictionResult, Status
 from understudy.settings import get_settings
 from cli.terminal import Command, Group, Steps, failure_lines, third_party_warnings
+
+# Rows of a ground-truth file that cannot be read, listed by `evaluate` before it goes on without them.
+SKIPPED_ROWS_SHOWN = 10
 
 cli = typer.Typer(cls=Group, add_completion=False, no_args_is_help=True, help=__doc__)
 console = Console(stderr=True)
@@ -63,6 +67,8 @@ def predict(
     )] = None,
     sm_mechanism: Annotated[Optional[str], typer.Option(help="green-context|mps (spec estimator)")] = None,
     gpu: Annotated[int, typer.Option(help="GPU index")] = 0,
+    coverage: Annotated[float, typer.Option(help="the share of measured step times the interval beside each "
+                                                 "prediction is meant to hold, 0.5 to 0.95")] = DEFAULT_COVERAGE,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="give failures' reasons whole, and other "
                                                                   "packages' warnings")] = False,
@@ -70,8 +76,9 @@ def predict(
 ) -> None:
     """Predict MODEL's step time on each target, measuring on this machine's GPU (or counting, without one).
 
-    Exits 0 when every target has its answer (a workload that does not fit is an answer: oom), 1 when any target
-    failed, 2 when the request itself is wrong."""
+    Each time comes with the interval where `--coverage` of measured times fall, and each target with whether the
+    workload fits its memory (fits, tight: it may or may not, oom). Exits 0 when every target has its answer (a
+    workload that does not fit is an answer: oom), 1 when any target failed, 2 when the request itself is wrong."""
     from pydantic import ValidationError
 
     from understudy.calibration import CalibrationSet
@@ -79,6 +86,10 @@ def predict(
     from understudy.workload import Workload
     from cli.local import LocalPredictor
 
+    try:
+        check_coverage(coverage)
+    except ValueError as exc:
+        _fail(f"--coverage: {exc}")
     settings = get_settings()
     if sm_mechanism:
         settings = settings.model_copy(update={"sm_mechanism": sm_mechanism})
@@ -116,21 +127,32 @@ def predict(
         _fail(str(exc))
     failed = any(result.status == Status.failed for result, _ in rows)
     if as_json:
-        out = [{**result.model_dump(mode="json"), "target_name": spec.name, "cached": cached}
+        out = [{**result.model_dump(mode="json"), "interval_ms": result.interval_ms(coverage), "coverage": coverage,
+                "target_name": spec.name, "cached": cached}
                for spec, (result, cached) in zip(specs, rows, strict=True)]
         sys.stdout.write(json.dumps({"workload": workload.canonical(), "host": host.model_dump(mode="json"),
                                      "predictions": out}, indent=2) + "\n")
         raise typer.Exit(1 if failed else 0)
-    table = Table(title=f"{workload.label} on {host.gpu_name or 'no GPU'}")
-    for column in ("target", "predicted ms", "samples/s", "host setting", "estimator", "cached"):
-        table.add_column(column, justify="right" if column in ("predicted ms", "samples/s") else "left")
-    for spec, (result, cached) in zip(specs, rows, strict=True):
-        latency = f"{result.latency_ms:.2f}" if result.latency_ms else result.status.value
+    # The numbers are never cut: on a narrow terminal the words around them wrap, and below 110 columns the host
+    # setting is left out (`--json` has everything).
+    screen = Console()
+    wide = screen.width >= 110
+    table = Table(title=f"{workload.label} on {host.gpu_name or 'no GPU'}",
+                  caption=f"predicted ms (low-high): {coverage:.0%} of measured times fall inside; memory: fits, "
+                          "tight (it may or may not fit) or oom")
+    memory = [result.memory.describe() if result.memory else "-" for result, _ in rows]
+    longest_word = max(len(word) for text in memory for word in text.split())
+    for column in ("target", "predicted ms", "samples/s", "memory", *(["host setting"] if wide else []),
+                   "estimator", "cached"):
+        table.add_column(column, justify="right" if column in ("predicted ms", "samples/s") else "left",
+                         no_wrap=column in ("predicted ms", "samples/s") or (wide and column == "memory"),
+                         min_width=longest_word if column == "memory" else None, overflow="fold")
+    for spec, (result, cached), fit in zip(specs, rows, memory, strict=True):
         rate = f"{result.samples_per_s:.0f}" if result.samples_per_s else "-"
-        setting = result.host_setting.describe() if result.host_setting else "no GPU (counted)"
-        table.add_row(spec.name, latency, rate, setting, f"{result.estimator}@{result.estimator_version}",
-                      "yes" if cached else "")
-    Console().print(table)
+        setting = [result.host_setting.describe() if result.host_setting else "no GPU (counted)"] if wide else []
+        table.add_row(spec.name, _predicted_ms(result, coverage), rate, fit, *setting,
+                      f"{result.estimator}@{result.estimator_version}", "yes" if cached else "")
+    screen.print(table)
     for line in failure_lines([(spec.name, result) for spec, (result, _) in zip(specs, rows, strict=True)],
                               verbose):
         console.print(line, markup=False, highlight=False)
@@ -138,6 +160,18 @@ def predict(
         if not verbose:
             console.print("[dim]the whole reasons: -v, or --json[/dim]")
         raise typer.Exit(1)
+
+
+def _ms(value: float) -> str:
+    return f"{value:.1f}" if value >= 100 else f"{value:.2f}"
+
+
+def _predicted_ms(result: PredictionResult, coverage: float) -> str:
+    """'12.30 (10.90-14.10)': the step time and its interval; the status where there is no time."""
+    if not result.latency_ms:
+        return result.status.value
+    interval = result.interval_ms(coverage)
+    return _ms(result.latency_ms) + (f" ({_ms(interval[0])}-{_ms(interval[1])})" if interval else "")
 
 
 @cli.command(cls=Command)
@@ -156,15 +190,18 @@ def targets(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     table.add_column("name", ratio=1, overflow="fold")
     if wide:
         table.add_column("architecture", no_wrap=True)
-    for column in ("SMs", "MHz", *(["held", "W"] if wide else []), "GB", "GB/s", "FP32", "FP16TC"):
+    for column in ("SMs", "MHz", *(["held", "tensor", "W"] if wide else []), "GB", "GB/s", "FP32", "FP16TC"):
         table.add_column(column, justify="right", no_wrap=True)
     for s in specs:
-        power = [f"{s.sustained_clock():.0f}", f"{s.tdp_w:g}" if s.tdp_w else "-"] if wide else []
+        power = [f"{s.sustained_clock():.0f}", f"{s.tensor_clock('amp-fp16'):.0f}",
+                 f"{s.tdp_w:g}" if s.tdp_w else "-"] if wide else []
         table.add_row(s.id, s.name, *([s.architecture] if wide else []), str(s.sm_count), f"{s.boost_clock_mhz:g}",
                       *power, f"{s.memory_size_gb:g}", f"{s.memory_bandwidth_gbps:g}", f"{s.fp32_tflops:g}",
                       f"{s.fp16_tensor_tflops:g}")
     out.print(table)
-    console.print("[dim]MHz: boost clock" + ("; held: the clock held under load at W, the rated TDP" if wide else "")
+    console.print("[dim]MHz: boost clock" + ("; held: the clock held under load at W, the rated TDP; tensor: "
+                                             "the clock held while the fp16 tensor cores run at full rate" if wide
+                                             else "")
                   + "; FP32, FP16TC: peak TFLOPS, FP16 on tensor cores; another power limit: <id>@<W>w[/dim]")
 
 
@@ -211,7 +248,15 @@ def evaluate(
             engine.estimator(name)
     except (UnderstudyError, ValueError) as exc:
         _fail(str(exc))
-    plans = plan_sample(read_rows(files, max_measured_ms), sample, seed)
+    skipped: list[str] = []
+    plans = plan_sample(read_rows(files, max_measured_ms, skipped), sample, seed)
+    if skipped:
+        shown = skipped[:SKIPPED_ROWS_SHOWN]
+        console.print(f"[yellow]skipped {len(skipped)} row(s) that cannot be read:[/yellow]")
+        for line in shown:
+            console.print(f"  {line}", markup=False, highlight=False)
+        if len(skipped) > len(shown):
+            console.print(f"  ... and {len(skipped) - len(shown)} more")
     if shard:
         try:
             plans = take_shard(plans, shard)

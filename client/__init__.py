@@ -5,12 +5,17 @@
     with Client("http://127.0.0.1:8000", api_key="us_...") as client:
         done = client.predict({"model": "resnet50", "batch_size": 64}, ["rtx-3090", "t4"], estimator="analytic")
         for prediction in done.data:
-            print(prediction.target_id, prediction.status, prediction.latency_ms)
+            print(prediction.target_id, prediction.status, prediction.latency_ms, prediction.interval_ms,
+                  prediction.memory.verdict if prediction.memory else None)
 
 `AsyncClient` has the same methods, as coroutines. `predict` and `population` wait for their results by default,
 polling with a growing interval (Backoff) until `timeout` seconds have passed, when they raise `WaitTimeout`. An
 error the server answers becomes an exception carrying its reason: a 422 raises `InvalidRequest`, whose message and
 `fields` name the offending field ("workload.batch_size: Input should be greater than or equal to 1").
+
+A prediction's `interval_ms` is where the measured step time should fall for `coverage` of workloads (0.8 unless
+`coverage=` asks for another, from 0.5 to 0.95), and its `memory` whether the workload fits the target's memory
+(fits, tight or oom).
 
 The base URL and the key default to UNDERSTUDY_URL (else http://127.0.0.1:8000) and UNDERSTUDY_API_KEY. Nothing
 here imports torch, the server or the database.
@@ -59,6 +64,26 @@ class HostSetting(_Model):
     summary: str | None = None
 
 
+class Band(_Model):
+    """The error band a prediction's interval is drawn from."""
+
+    model: str
+    basis: str
+    multipliers: tuple[float, float]
+
+
+class Memory(_Model):
+    """Whether the workload fits the target's memory: fits, tight (it may or may not) or oom."""
+
+    verdict: Literal["fits", "tight", "oom"]
+    peak_gb: float
+    low_gb: float
+    high_gb: float
+    capacity_gb: float
+    parts_gb: dict[str, float] = Field(default_factory=dict)
+    summary: str | None = None
+
+
 class PredictionHost(_Model):
     host_class: str
     fingerprint: str | None = None
@@ -81,6 +106,10 @@ class Prediction(_Model):
     estimator: str
     estimator_version: str
     latency: Latency | None = None
+    interval_ms: tuple[float, float] | None = Field(default=None, description="[low, high] ms at coverage")
+    coverage: float | None = None
+    band: Band | None = None
+    memory: Memory | None = None
     samples_per_s: float | None = None
     host_setting: HostSetting | None = None
     timing_mode: str | None = None
@@ -202,12 +231,18 @@ class Population(_Model):
 
 
 class RoundKind(_Model):
-    """A device kind's nominal round: download + local compute + upload, in seconds."""
+    """A device kind's nominal (median device's) round: download + local compute + upload, in seconds; the step is
+    wall-clock (GPU time plus kernel launches), with the 80 % interval of the prediction's error band."""
 
     target_id: str
     target_name: str | None = None
+    device_kind: str
     share: float
     step_ms: float
+    gpu_ms: float
+    launch_ms: float
+    step_low_ms: float | None = None
+    step_high_ms: float | None = None
     down_mbps: float
     up_mbps: float
     download_s: float
@@ -215,6 +250,8 @@ class RoundKind(_Model):
     upload_s: float
     nominal_s: float
     sigma: float
+    compute_sigma: float
+    link_sigma: float
 
 
 class RoundOutcome(_Model):
@@ -432,7 +469,7 @@ def _target(value: Any) -> Any:
 
 
 def prediction_body(workload: Any, targets: Sequence[Any] | str, estimator: str | None,
-                    host: str | None) -> dict[str, Any]:
+                    host: str | None, coverage: float | None = None) -> dict[str, Any]:
     if isinstance(targets, (str, Mapping, BaseModel)):
         targets = [targets]
     body: dict[str, Any] = {"workload": _dump(workload), "targets": [_target(target) for target in targets]}
@@ -440,6 +477,8 @@ def prediction_body(workload: Any, targets: Sequence[Any] | str, estimator: str 
         body["estimator"] = estimator
     if host is not None:
         body["host"] = host
+    if coverage is not None:
+        body["coverage"] = coverage
     return body
 
 
@@ -495,6 +534,11 @@ def round_params(config: Any) -> dict[str, Any]:
     if links:
         out["link"] = [f"{key}={_rate(link, 'down_mbps')}/{_rate(link, 'up_mbps')}" for key, link in links.items()]
     return out
+
+
+def trace_params(format: str, clients: int, rounds: int, seed: int, k: int | None, config: Any) -> dict[str, Any]:
+    """The query parameters of /trace."""
+    return _params(**round_params(config), format=format, clients=clients, rounds=rounds, seed=seed, k=k)
 
 
 def _rate(link: Any, name: str) -> float:
@@ -558,46 +602,51 @@ class Client(_Base):
     # predictions
 
     def predict(self, workload: Any, targets: Sequence[Any] | str, estimator: str | None = None, *,
-                host: str | None = None, wait: bool = True, timeout: float = 600.0) -> PredictionRequest:
-        """Predict the workload's step time on each target; with wait, poll until every prediction is final."""
+                host: str | None = None, wait: bool = True, timeout: float = 600.0,
+                coverage: float | None = None) -> PredictionRequest:
+        """Predict the workload's step time on each target; with wait, poll until every prediction is final.
+        `coverage`: the share of measured times each interval_ms is to hold (the service's default: 0.8)."""
         deadline = time.monotonic() + timeout
-        body = prediction_body(workload, targets, estimator, host)
+        body = prediction_body(workload, targets, estimator, host, coverage)
         created = PredictionRequest.model_validate(self._request("POST", "/v1/predictions", json=body,
                                                                  deadline=deadline))
         if not wait or created.final:
             return created
-        return self._wait_predictions(created, deadline, timeout)
+        return self._wait_predictions(created, deadline, timeout, coverage)
 
-    def wait(self, request: PredictionRequest, timeout: float = 600.0) -> PredictionRequest:
+    def wait(self, request: PredictionRequest, timeout: float = 600.0,
+             coverage: float | None = None) -> PredictionRequest:
         """Poll a request's predictions until all are final."""
-        return self._wait_predictions(request, time.monotonic() + timeout, timeout)
+        return self._wait_predictions(request, time.monotonic() + timeout, timeout, coverage)
 
-    def _wait_predictions(self, request: PredictionRequest, deadline: float, timeout: float) -> PredictionRequest:
+    def _wait_predictions(self, request: PredictionRequest, deadline: float, timeout: float,
+                          coverage: float | None) -> PredictionRequest:
         poll = _Poll(self.backoff, deadline, timeout)
         current = {prediction.id: prediction for prediction in request.data}
         while pending := poll.pending_predictions(request, current):
             time.sleep(poll.next_sleep_s())
             for pid in pending:
                 try:
-                    current[pid] = self.prediction(pid, _deadline=deadline)
+                    current[pid] = self.prediction(pid, coverage=coverage, _deadline=deadline)
                 except _TRANSIENT as exc:
                     poll.transient(exc)
                     break
         return _as_seen(request, current)
 
-    def prediction(self, prediction_id: str, *, _deadline: float | None = None) -> Prediction:
+    def prediction(self, prediction_id: str, *, coverage: float | None = None,
+                   _deadline: float | None = None) -> Prediction:
         return Prediction.model_validate(self._request("GET", f"/v1/predictions/{prediction_id}",
-                                                       deadline=_deadline))
+                                                       params=_params(coverage=coverage), deadline=_deadline))
 
     def history(self, *, model: str | None = None, target: str | None = None, host: str | None = None,
                 estimator: str | None = None, status: str | None = None, since: datetime | None = None,
                 until: datetime | None = None, workload: str | None = None, request_id: str | None = None,
                 q: str | None = None, sort: str | None = None, order: str | None = None, skip: int = 0,
-                limit: int = 100) -> PredictionPage:
+                limit: int = 100, coverage: float | None = None) -> PredictionPage:
         """The history, newest first unless sorted otherwise; `workload` is a workload digest, `q` a search."""
         params = _params(model=model, target=target, host=host, estimator=estimator, status_=status, since=since,
                          until=until, workload=workload, request_id=request_id, q=q, sort=sort, order=order,
-                         skip=skip, limit=limit)
+                         skip=skip, limit=limit, coverage=coverage)
         return PredictionPage.model_validate(self._request("GET", "/v1/predictions", params=params))
 
     # the catalog and the workers
@@ -648,10 +697,11 @@ class Client(_Base):
                                                              params=_params(**params)))
 
     def population_trace(self, population_id: str, *, format: str = "json", clients: int = 100, rounds: int = 10,
-                         seed: int = 0, config: Any = None) -> bytes:
-        """A trace file for an FL simulator (format: fedscale, oort, flgo, appfl, csv or json), as bytes."""
-        params = {**round_params(config), "format": format, "clients": clients, "rounds": rounds, "seed": seed}
-        return self._request("GET", f"/v1/populations/{population_id}/trace", params=params, raw=True)
+                         seed: int = 0, k: int | None = None, config: Any = None) -> bytes:
+        """A trace file for an FL simulator (format: fedscale, fedscale_avail, oort, flgo, appfl, csv or json), as
+        bytes; with k, each round draws ceil(overcommit x k) participants and closes at its k-th finisher."""
+        return self._request("GET", f"/v1/populations/{population_id}/trace",
+                             params=trace_params(format, clients, rounds, seed, k, config), raw=True)
 
 
 # --- the asynchronous client ------------------------------------------------------------------------------------
@@ -686,27 +736,29 @@ class AsyncClient(_Base):
         return self._answer(response, raw)
 
     async def predict(self, workload: Any, targets: Sequence[Any] | str, estimator: str | None = None, *,
-                      host: str | None = None, wait: bool = True, timeout: float = 600.0) -> PredictionRequest:
+                      host: str | None = None, wait: bool = True, timeout: float = 600.0,
+                      coverage: float | None = None) -> PredictionRequest:
         """Predict the workload's step time on each target; with wait, poll until every prediction is final."""
         deadline = time.monotonic() + timeout
-        body = prediction_body(workload, targets, estimator, host)
+        body = prediction_body(workload, targets, estimator, host, coverage)
         created = PredictionRequest.model_validate(await self._request("POST", "/v1/predictions", json=body,
                                                                        deadline=deadline))
         if not wait or created.final:
             return created
-        return await self._wait_predictions(created, deadline, timeout)
+        return await self._wait_predictions(created, deadline, timeout, coverage)
 
-    async def wait(self, request: PredictionRequest, timeout: float = 600.0) -> PredictionRequest:
-        return await self._wait_predictions(request, time.monotonic() + timeout, timeout)
+    async def wait(self, request: PredictionRequest, timeout: float = 600.0,
+                   coverage: float | None = None) -> PredictionRequest:
+        return await self._wait_predictions(request, time.monotonic() + timeout, timeout, coverage)
 
-    async def _wait_predictions(self, request: PredictionRequest, deadline: float,
-                                timeout: float) -> PredictionRequest:
+    async def _wait_predictions(self, request: PredictionRequest, deadline: float, timeout: float,
+                                coverage: float | None) -> PredictionRequest:
         poll = _Poll(self.backoff, deadline, timeout)
         current = {prediction.id: prediction for prediction in request.data}
         while pending := poll.pending_predictions(request, current):
             await asyncio.sleep(poll.next_sleep_s())
-            answers = await asyncio.gather(*(self.prediction(pid, _deadline=deadline) for pid in pending),
-                                           return_exceptions=True)
+            answers = await asyncio.gather(*(self.prediction(pid, coverage=coverage, _deadline=deadline)
+                                             for pid in pending), return_exceptions=True)
             for pid, answer in zip(pending, answers, strict=True):
                 if isinstance(answer, Prediction):
                     current[pid] = answer
@@ -716,18 +768,19 @@ class AsyncClient(_Base):
                     raise answer
         return _as_seen(request, current)
 
-    async def prediction(self, prediction_id: str, *, _deadline: float | None = None) -> Prediction:
+    async def prediction(self, prediction_id: str, *, coverage: float | None = None,
+                         _deadline: float | None = None) -> Prediction:
         return Prediction.model_validate(await self._request("GET", f"/v1/predictions/{prediction_id}",
-                                                             deadline=_deadline))
+                                                             params=_params(coverage=coverage), deadline=_deadline))
 
     async def history(self, *, model: str | None = None, target: str | None = None, host: str | None = None,
                       estimator: str | None = None, status: str | None = None, since: datetime | None = None,
                       until: datetime | None = None, workload: str | None = None, request_id: str | None = None,
                       q: str | None = None, sort: str | None = None, order: str | None = None, skip: int = 0,
-                      limit: int = 100) -> PredictionPage:
+                      limit: int = 100, coverage: float | None = None) -> PredictionPage:
         params = _params(model=model, target=target, host=host, estimator=estimator, status_=status, since=since,
                          until=until, workload=workload, request_id=request_id, q=q, sort=sort, order=order,
-                         skip=skip, limit=limit)
+                         skip=skip, limit=limit, coverage=coverage)
         return PredictionPage.model_validate(await self._request("GET", "/v1/predictions", params=params))
 
     async def targets(self) -> list[Target]:
@@ -771,14 +824,14 @@ class AsyncClient(_Base):
             "GET", f"/v1/populations/{population_id}/rounds", params=_params(**params)))
 
     async def population_trace(self, population_id: str, *, format: str = "json", clients: int = 100,
-                               rounds: int = 10, seed: int = 0, config: Any = None) -> bytes:
-        params = {**round_params(config), "format": format, "clients": clients, "rounds": rounds, "seed": seed}
-        return await self._request("GET", f"/v1/populations/{population_id}/trace", params=params, raw=True)
+                               rounds: int = 10, seed: int = 0, k: int | None = None, config: Any = None) -> bytes:
+        return await self._request("GET", f"/v1/populations/{population_id}/trace",
+                                   params=trace_params(format, clients, rounds, seed, k, config), raw=True)
 
 
 __all__ = [
-    "ApiError", "AsyncClient", "Backoff", "Client", "ClientError", "Conflict", "ConnectionFailed", "FieldProblem",
-    "Host", "InvalidRequest", "Latency", "NotFound", "PayloadTooLarge", "Population", "PopulationDevice",
-    "PopulationRounds", "Prediction", "PredictionPage", "PredictionRequest", "RateLimited", "ServiceUnavailable",
-    "Target", "Unauthorized", "WaitTimeout",
+    "ApiError", "AsyncClient", "Backoff", "Band", "Client", "ClientError", "Conflict", "ConnectionFailed",
+    "FieldProblem", "Host", "InvalidRequest", "Latency", "Memory", "NotFound", "PayloadTooLarge", "Population",
+    "PopulationDevice", "PopulationRounds", "Prediction", "PredictionPage", "PredictionRequest", "RateLimited",
+    "ServiceUnavailable", "Target", "Unauthorized", "WaitTimeout",
 ]

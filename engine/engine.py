@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from understudy.bands import ErrorBand, band_model
 from understudy.catalog import TargetSpec
 from understudy.keys import CacheIdentity
 from understudy.results import HostInfo, HostSetting, Measurement, PredictionResult, Status
@@ -18,7 +19,7 @@ from understudy.settings import Settings, get_settings
 from understudy.workload import Workload
 from understudy.estimator_info import default_estimator, no_gpu
 from engine.estimators import get_estimator
-from engine.estimators.base import Calibrations, Estimator, Progress
+from engine.estimators.base import Calibrations, Estimate, Estimator, Progress, memory_verdict
 from engine.measurement_log import MeasurementLog
 from engine.probe import load_nvml, probe_host
 from engine.restrict import reset_clocks
@@ -139,6 +140,12 @@ class Engine:
         details = dict(estimate.details)
         if measurement is not None:
             details["measurement"] = measurement.model_dump(exclude_none=True)
+        try:
+            memory = estimate.memory or (memory_verdict(workload, target) if status != Status.failed else None)
+        except Exception:  # noqa: BLE001 - a model the trace cannot count has no verdict; its time stands
+            memory = None
+        if latency is not None and "kernels" not in details and (kernels := self._kernels(workload)) is not None:
+            details["kernels"] = kernels
         return self._base(
             workload, target, estimator, plan, measurement, status,
             latency_ms=latency,
@@ -147,7 +154,27 @@ class Engine:
             samples_per_s=workload.batch_size * 1000.0 / latency if latency else None,
             error=estimate.error,
             details=details,
+            band=self._band(estimator, workload, target, estimate) if latency else None,
+            memory=memory,
         )
+
+    @staticmethod
+    def _kernels(workload: Workload) -> int | None:
+        """The step's kernel launches as the meta-device trace counts them (cached): what an eager step, as an FL
+        client runs it, costs the CPU beside its GPU time (understudy/steps.py). None for a model it cannot count."""
+        from engine.counting import counts_for  # here, not at the top: counting imports torch
+
+        try:
+            return len(counts_for(workload).ops)
+        except Exception:  # noqa: BLE001 - a model the trace cannot count: its GPU time stands alone
+            return None
+
+    @staticmethod
+    def _band(estimator: Estimator, workload: Workload, target: TargetSpec, estimate: Estimate) -> ErrorBand | None:
+        """The error band of a done estimate (understudy.bands), from its memory-bound share where it has one."""
+        shares = estimate.details.get("class_shares") or {}
+        model = band_model()
+        return model.band(model.features(estimator.name, workload.mode, target, shares.get("other")))
 
     def _base(self, workload: Workload, target: TargetSpec, estimator: Estimator, plan: HostSetting | None,
               measurement: Measurement | None, status: Status, **fields: Any) -> PredictionResult:

@@ -8,6 +8,7 @@ the ratio-based estimators be re-scored without a GPU). Rows that cannot run are
 from __future__ import annotations
 
 import csv
+import math
 import random
 import time
 from collections import defaultdict
@@ -51,14 +52,48 @@ def workload_key(row: dict[str, str]) -> str:
     return key + ("|reparam" if workload.reparam else "") + ("|torch1" if workload.torch_major == 1 else "")
 
 
-def read_rows(paths: list[Path], max_measured_ms: float | None = None) -> list[dict[str, str]]:
+def read_rows(paths: list[Path], max_measured_ms: float | None = None,
+              skipped: list[str] | None = None) -> list[dict[str, str]]:
+    """The rows of ground-truth files, each with its file's name. A row whose numbers cannot be read (an empty cell,
+    a batch of 48.5) is left out, and said in `skipped` ("FILE line N: why") when given; a whole number written as a
+    float ("48.0", as some of timm's result files write batch sizes) is read as that number."""
     rows = []
     for path in paths:
         with path.open(newline="") as handle:
-            for row in csv.DictReader(handle):
+            for line, row in enumerate(csv.DictReader(handle), start=2):
+                try:
+                    row = _readable(row)
+                except ValueError as exc:
+                    if skipped is not None:
+                        skipped.append(f"{path.name} line {line}: {exc}")
+                    continue
                 if max_measured_ms is None or float(row["latency_ms"]) <= max_measured_ms:
                     rows.append({**row, "file": path.name})
     return rows
+
+
+def _readable(row: dict[str, str]) -> dict[str, str]:
+    """The row with its batch size and resolution as whole numbers; ValueError naming the cell that is not one, or
+    a latency that is not a number of milliseconds."""
+    out = dict(row)
+    for column in ("batch_size", "resolution"):
+        text = (row.get(column) or "").strip()
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"{column} {text!r} is not a number") from None
+        if not value.is_integer() or value < 1:
+            raise ValueError(f"{column} {text!r} is not a whole number of at least 1")
+        out[column] = str(int(value))
+    latency = (row.get("latency_ms") or "").strip()
+    try:
+        measured = float(latency)
+    except ValueError:
+        raise ValueError(f"latency_ms {latency!r} is not a number") from None
+    if not math.isfinite(measured) or measured < 0:
+        raise ValueError(f"latency_ms {latency!r} is not a time in milliseconds")
+    out["latency_ms"] = latency
+    return out
 
 
 def plan_sample(rows: list[dict[str, str]], per_mode: int | None, seed: int) -> list[Plan]:

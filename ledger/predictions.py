@@ -68,7 +68,7 @@ def apply_result(row: Prediction, result: PredictionResult) -> None:
         "host_fingerprint": result.host_fingerprint,
         "host_name": result.host_name,
         "error": result.error,
-        "details": result.details,
+        "details": result.stored_details(),
         "finished_at": utcnow(),
     }
     for key, value in fields.items():

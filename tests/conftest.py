@@ -21,6 +21,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 
 TIERS: dict[str, str] = {
+    "bands": "unit",
     "engine": "unit",
     "engine/test_cli.py::test_installed_command_runs": "e2e",
     "engine/test_cli.py::test_a_cached_answer_imports_no_torch": "e2e",

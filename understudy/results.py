@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from understudy.bands import DEFAULT_COVERAGE, ErrorBand
+
 
 class Status(StrEnum):
     queued = "queued"
@@ -109,6 +111,44 @@ class HostInfo(BaseModel):
         return self.gpu_name is not None
 
 
+MemoryFit = Literal["fits", "tight", "oom"]
+
+
+class MemoryVerdict(BaseModel):
+    """Whether a workload fits a target's memory, with the margin the prediction keeps: the predicted peak's band
+    (what the allocator, cuDNN's workspaces and fragmentation do at the edge, understudy.bands.MemoryMargin) against
+    the capacity. `tight`: the capacity lies inside that band, so the workload may or may not fit; `oom`: even the
+    band's low end exceeds it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    verdict: MemoryFit = Field(description="fits, tight (the capacity lies inside the predicted peak's band: it may "
+                               "or may not fit) or oom (even the band's low end exceeds the capacity)")
+    peak_gb: float = Field(description="the predicted peak (GiB)")
+    low_gb: float = Field(description="the low end of the predicted peak's band (GiB)")
+    high_gb: float = Field(description="the high end of the predicted peak's band (GiB)")
+    capacity_gb: float = Field(description="the target's memory (a nominal GB taken as a GiB)")
+    parts_gb: dict[str, float] = Field(default_factory=dict, description="the predicted peak's parts (GiB): weights "
+                                       "and inputs, optimizer state, activations, CUDA context")
+
+    def describe(self) -> str:
+        """The verdict in a few words: 'fits 5.1 GB', 'tight 22.0-26.4 GB of 24', 'oom >= 30.1 GB'."""
+        if self.verdict == "fits":
+            return f"fits {self.peak_gb:.1f} GB"
+        if self.verdict == "tight":
+            return f"tight {self.low_gb:.1f}-{self.high_gb:.1f} GB of {self.capacity_gb:g}"
+        return f"oom >= {self.low_gb:.1f} GB"
+
+
+def split_details(stored: Mapping[str, Any] | None) -> tuple[dict[str, Any], ErrorBand | None, MemoryVerdict | None]:
+    """A ledger row's details as PredictionResult.stored_details wrote them, split into the details proper, the band
+    and the memory verdict."""
+    details = dict(stored or {})
+    band, memory = details.pop("band", None), details.pop("memory", None)
+    return (details, ErrorBand.model_validate(band) if band else None,
+            MemoryVerdict.model_validate(memory) if memory else None)
+
+
 class PredictionResult(BaseModel):
     """A prediction for one workload on one target by one estimator."""
 
@@ -127,11 +167,27 @@ class PredictionResult(BaseModel):
     host_name: str | None = None
     error: str | None = None
     details: dict[str, Any] = Field(default_factory=dict)
+    band: ErrorBand | None = Field(default=None, description="how far off latency_ms may be (understudy.bands)")
+    memory: MemoryVerdict | None = None
+
+    def interval_ms(self, coverage: float = DEFAULT_COVERAGE) -> tuple[float, float] | None:
+        """The step time's band at `coverage`: [low, high] ms, None without a latency or a band."""
+        if self.latency_ms is None or self.band is None:
+            return None
+        return self.band.interval(self.latency_ms, coverage)
+
+    def stored_details(self) -> dict[str, Any]:
+        """The details as the ledger stores them: with the band and the memory verdict, which from_columns lifts out
+        again."""
+        extra = {name: value.model_dump(mode="json") for name, value in (("band", self.band), ("memory", self.memory))
+                 if value is not None}
+        return {**self.details, **extra}
 
     @classmethod
     def from_columns(cls, values: Mapping[str, Any]) -> PredictionResult:
         """A stored prediction as a result, from its ledger row's RESULT_ROW_COLUMNS (the store reads them through
         SQLAlchemy, the CLI's cache lookup through sqlite3)."""
+        details, band, memory = split_details(values["details"])
         return cls(
             workload_digest=values["workload_digest"],
             target_id=values["target_id"],
@@ -147,7 +203,9 @@ class PredictionResult(BaseModel):
             host_fingerprint=values["host_fingerprint"] or values["host_class"],
             host_name=values["host_name"],
             error=values["error"],
-            details=values["details"] or {},
+            details=details,
+            band=band,
+            memory=memory,
         )
 
 

@@ -109,6 +109,10 @@
     return value.toFixed(3);
   }
 
+  // "10.90–14.10": a prediction's interval (interval_ms at its coverage).
+  const fmtInterval = (p) => (p.interval_ms ? `${fmtMs(p.interval_ms[0])}–${fmtMs(p.interval_ms[1])}` : "–");
+  const percent = (share) => `${Math.round(share * 100)} %`;
+
   const fmtNum = (value, digits = 1) => (value === null || value === undefined ? "–" : value.toFixed(digits));
 
   function fmtTime(iso) {
@@ -340,9 +344,14 @@
     const inner = { w: width - margin.left - margin.right, h: height - margin.top - margin.bottom };
     const slotWidth = inner.w / Math.max(1, groups.length);
     let top = 0;
+    let coverage = null;
     for (const group of groups) {
       for (const p of Object.values(group.cells)) {
         if (p.latency && p.latency.min_ms !== null) top = Math.max(top, p.latency.min_ms + (p.latency.spread_ms || 0));
+        if (p.interval_ms) {
+          top = Math.max(top, p.interval_ms[1]);
+          coverage = p.coverage;
+        }
       }
     }
     const step = niceStep(top > 0 ? top : 1, 5);
@@ -386,9 +395,24 @@
         const tip = `${targetLabel(p)} · ${name}: `;
         if (p.status === "done" && p.latency) {
           const value = p.latency.min_ms;
-          g.append(svg("rect", { class: "bar", x, y: y(value), width: w, height: Math.max(1, y(0) - y(value)),
-                                 fill: estimatorColor(name), dataset: { target: group.id, estimator: name } },
-            svg("title", { text: `${tip}${fmtMs(value)} ms (spread ${fmtMs(p.latency.spread_ms)} ms) · ${setting}` })));
+          const tight = p.memory && p.memory.verdict === "tight";
+          const interval = p.interval_ms ? ` · ${percent(p.coverage)} interval ${fmtInterval(p)} ms` : "";
+          const memory = p.memory ? ` · memory ${p.memory.summary}` : "";
+          g.append(svg("rect", { class: tight ? "bar tight" : "bar", x, y: y(value), width: w,
+                                 height: Math.max(1, y(0) - y(value)), fill: estimatorColor(name),
+                                 dataset: { target: group.id, estimator: name } },
+            svg("title", { text: `${tip}${fmtMs(value)} ms${interval} (spread ${fmtMs(p.latency.spread_ms)} ms)` +
+                                 `${memory} · ${setting}` })));
+          if (p.interval_ms) {
+            // The shaded range: where the measured time should fall, for the coverage's share of workloads.
+            const [low, high] = p.interval_ms;
+            g.append(svg("g", { class: "band", dataset: { target: group.id, estimator: name, low, high } },
+              svg("rect", { class: "band-range", x, y: y(high), width: w, height: Math.max(1, y(low) - y(high)) }),
+              svg("line", { class: "band-cap", x1: x, x2: x + w, y1: y(high), y2: y(high) }),
+              svg("line", { class: "band-cap", x1: x, x2: x + w, y1: y(low), y2: y(low) }),
+              svg("title", { text: `${tip}${percent(p.coverage)} interval ${fmtInterval(p)} ms` +
+                                   (p.band ? ` (${p.band.basis})` : "") })));
+          }
           const spread = p.latency.spread_ms || 0;
           if (spread > 0) {
             const cx = x + w / 2;
@@ -397,7 +421,8 @@
               svg("line", { x1: cx - w / 4, x2: cx + w / 4, y1: y(value + spread), y2: y(value + spread) })));
           }
           if (w >= 22) {
-            g.append(svg("text", { class: "bar-value", x: x + w / 2, y: y(value + spread) - 5,
+            const above = Math.max(value + spread, p.interval_ms ? p.interval_ms[1] : 0);
+            g.append(svg("text", { class: "bar-value", x: x + w / 2, y: y(above) - 5,
                                    "text-anchor": "middle", text: fmtMs(value) }));
           }
         } else if (p.status === "oom") {
@@ -428,11 +453,29 @@
       legend.append(svg("rect", { x, y: 8, width: 12, height: 12, fill: estimatorColor(name) }),
                     svg("text", { x: x + 18, y: 18, text: name }));
     });
-    const ox = margin.left + series.length * 130;
+    let ox = margin.left + series.length * 130;
+    if (coverage !== null) {
+      legend.append(svg("rect", { class: "band-range", x: ox, y: 8, width: 12, height: 12 }),
+                    svg("text", { x: ox + 18, y: 18, text: `${percent(coverage)} interval` }));
+      ox += 130;
+    }
+    legend.append(svg("rect", { class: "tight-swatch", x: ox, y: 8, width: 12, height: 12, fill: "#fff" }),
+                  svg("text", { x: ox + 18, y: 18, text: "memory tight" }));
+    ox += 130;
     legend.append(svg("rect", { x: ox, y: 8, width: 12, height: 12, fill: "url(#oom-hatch)", stroke: "#c0392b" }),
                   svg("text", { x: ox + 18, y: 18, text: "OOM: does not fit" }));
     chart.append(legend);
     return chart;
+  }
+
+  // "tight 22.0-26.4 GB of 24", coloured by the verdict, its parts in the tooltip.
+  function memoryVerdict(memory) {
+    if (!memory) return "–";
+    const parts = Object.entries(memory.parts_gb || {}).map(([part, gb]) => `${part} ${fmtNum(gb)}`).join(", ");
+    return el("span", { class: `memory-verdict memory-${memory.verdict}`, dataset: { verdict: memory.verdict },
+                        text: memory.summary,
+                        title: `predicted peak ${fmtNum(memory.peak_gb)} GB (${parts}); it may take ` +
+                               `${fmtNum(memory.low_gb)}–${fmtNum(memory.high_gb)} GB of ${memory.capacity_gb} GB` });
   }
 
   function renderWorkload(predictions, requestId) {
@@ -490,8 +533,11 @@
           el("td", {}, el("span", { class: "swatch", dataset: { estimator: name } }), ` ${name} v${p.estimator_version}`),
           el("td", { class: "status" }, badge(p.status)),
           el("td", { class: "num", text: p.latency ? fmtMs(p.latency.min_ms) : "–" }),
+          el("td", { class: "num interval", text: fmtInterval(p),
+                     title: p.interval_ms ? `${percent(p.coverage)} interval: ${p.band.basis}` : null }),
           el("td", { class: "num", text: p.latency ? fmtMs(p.latency.spread_ms) : "–" }),
           el("td", { class: "num", text: fmtNum(p.samples_per_s) }),
+          el("td", { class: "memory" }, memoryVerdict(p.memory)),
           el("td", { text: p.host_setting ? p.host_setting.summary : (p.status === "done" ? "none (not measured)" : "–"),
                      class: p.host_setting ? null : "muted" }),
           el("td", { text: hostLabel(p), title: p.host.worker || "" }),
@@ -591,6 +637,8 @@
       el("td", { text: t.id }), el("td", { text: t.name }), el("td", { text: t.architecture }),
       el("td", { class: "num", text: String(t.sm_count) }), el("td", { class: "num", text: String(t.boost_clock_mhz) }),
       el("td", { class: "num", text: String(Math.round(t.sustained_clock_mhz ?? t.boost_clock_mhz)) }),
+      el("td", { class: "num",
+                 text: String(Math.round(t.fp16_tensor_clock_mhz ?? t.sustained_clock_mhz ?? t.boost_clock_mhz)) }),
       el("td", { class: "num", text: t.tdp_w == null ? "-" : String(t.tdp_w) }),
       el("td", { class: "num", text: String(t.memory_size_gb) }),
       el("td", { class: "num", text: String(t.memory_bandwidth_gbps) }),

@@ -1,5 +1,5 @@
-"""Score the predicted peak memory (engine.estimators.memory) on timm's OOM back-off, and choose its allocator
-constants on some rows while reporting the others.
+"""Score the predicted peak memory (engine.estimators.memory) on timm's OOM back-off, choose its allocator
+constants and the margin of its verdict on some rows, and report the others.
 
 timm's benchmark starts every run at the file's usual batch (1024 for inference, 512 in the RTX 4090 channels-last
 file and for training) and on OOM steps down its decay (1024, 768, 512, 384, 256, 192, 128, ...). A row recorded
@@ -9,6 +9,13 @@ batch of the decay did not. A row at the usual batch says only that it fits. Eve
 The inference constants (slack and fixed amount) are chosen on the inference files named by --choose-on and reported
 on the others. The training slack is chosen on half of the training files' models (a fixed split by name) and
 reported on the other half ("held_out_models"); the fixed amount, the CUDA context, is the inference choice.
+
+The verdict (fits, tight or oom) puts a band [peak x low, peak x high] around the predicted peak
+(understudy.bands.MemoryMargin): oom only when the band's low end exceeds the card, tight when the card lies inside
+the band. The margins are chosen on the same rows as the constants: `low` so that at most MAX_FALSE_OOM of the rows
+that ran (every row ran at its batch on its 24 GB card) are called oom, `high` so that at least MIN_CAUGHT of the
+batches one step above a back-off row (which did not fit) are called tight or oom. The report gives, per file, the
+verdicts on the rows that ran and on the batches above the back-off rows.
 
     python benchmarks/accuracy/memory.py ../shared/groundtruth/timm-infer-*.csv \\
         ../shared/groundtruth/timm-train-*.csv --counts-cache /tmp/counts.pkl --choose-on rtx3090 \\
@@ -34,7 +41,7 @@ from count_cache import read_cache
 from understudy.catalog import catalog
 from understudy.workload import Workload, workload_from_row
 from engine.counting import WorkloadCounts
-from engine.estimators.memory import ALLOCATOR, AllocatorModel, fits, predict_memory
+from engine.estimators.memory import ALLOCATOR, AllocatorModel, predict_memory
 from engine.workloads import resolve_precision
 from evaluation.evaluate import read_rows
 
@@ -42,6 +49,45 @@ from evaluation.evaluate import read_rows
 INFERENCE_SLACKS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
 FIXED_GB = (0.3, 0.5, 0.75, 1.0, 1.25, 1.5)
 TRAINING_SLACKS = tuple(step / 50 for step in range(16))  # 0 to 0.3
+# The margins' targets on the rows they are chosen on: kept inside the issue's limits (at most 1 % of the rows that
+# ran called oom, at least 80 % of the batches that did not fit called tight or oom) with room for rows not chosen on.
+MAX_FALSE_OOM = 0.005
+MIN_CAUGHT = 0.85
+
+
+def point_fits(item: dict, model: AllocatorModel) -> bool:
+    """Whether the predicted peak stays within the card (the point prediction, before any margin)."""
+    return capacity_ratio(item, model) >= 1.0
+
+
+def capacity_ratio(item: dict, model: AllocatorModel) -> float:
+    """The card's memory over the predicted peak: a margin multiplier above it calls the item's batch too big."""
+    return float(item["target"].memory_size_gb / predict_memory(item["counts"], item["workload"], model).total_gb)
+
+
+def choose_margin(items: list[dict], model: AllocatorModel) -> tuple[float, float]:
+    """(low, high): low the MAX_FALSE_OOM quantile of the capacity ratios of the batches that ran, high the MIN_CAUGHT
+    quantile of those of the batches that did not fit."""
+    ran = sorted(capacity_ratio(i, model) for i in items if i["expect_fit"])
+    failed = sorted(capacity_ratio(i, model) for i in items if not i["expect_fit"])
+    low = ran[int(MAX_FALSE_OOM * len(ran))] * 0.999 if ran else 1.0
+    high = failed[min(len(failed) - 1, int(MIN_CAUGHT * len(failed)))] * 1.001 if failed else 1.0
+    return round(min(low, 1.0), 3), round(max(high, 1.0), 3)
+
+
+def verdicts(items: list[dict], model: AllocatorModel, margin: tuple[float, float]) -> dict[str, dict[str, float]]:
+    """Per file: the verdicts (percent fits, tight, oom) on the batches that ran and on those that did not fit."""
+    out: dict[str, dict[str, float]] = {}
+    for name in sorted({i["file"] for i in items}):
+        for label, expect_fit in (("ran", True), ("did_not_fit", False)):
+            ratios = [capacity_ratio(i, model) for i in items if i["file"] == name and i["expect_fit"] == expect_fit]
+            if not ratios:
+                continue
+            oom = sum(1 for r in ratios if r < margin[0]) / len(ratios)
+            tight = sum(1 for r in ratios if margin[0] <= r < margin[1]) / len(ratios)
+            out.setdefault(name, {})[label] = {"n": len(ratios), "fits": round(100 * (1 - oom - tight), 1),
+                                               "tight": round(100 * tight, 1), "oom": round(100 * oom, 1)}
+    return out
 
 
 def decay_step(batch: int) -> int:
@@ -109,8 +155,7 @@ def score(items: list[dict], model: AllocatorModel) -> dict[str, dict[str, float
     result: dict[str, dict[str, float]] = {}
     for name in sorted({i["file"] for i in items}):
         mine = [i for i in items if i["file"] == name]
-        right = {id(i): fits(predict_memory(i["counts"], i["workload"], model), i["target"]) == i["expect_fit"]
-                 for i in mine}
+        right = {id(i): point_fits(i, model) == i["expect_fit"] for i in mine}
         backoff_rows = {}
         for i in mine:
             if i["backoff"]:
@@ -159,9 +204,19 @@ def main() -> None:
     files = score(items, model)
     for name, scores in score([i for i in training if held_out(i["model"])], model).items():
         files[name]["held_out_models"] = scores
+    inference = [i for i in items if i["workload"].mode == "infer"]
+    margins = {"infer": choose_margin([i for i in inference if args.choose_on and args.choose_on in i["file"]]
+                                      or inference, model),
+               "train": choose_margin([i for i in training if not held_out(i["model"])], model)}
+    verdict = verdicts([i for i in items if i["workload"].mode == "infer"], model, margins["infer"])
+    verdict.update(verdicts(training, model, margins["train"]))
+    for name, scores in verdicts([i for i in training if held_out(i["model"])], model, margins["train"]).items():
+        verdict[name]["held_out_models"] = scores
     report = {"constants": {"inference_slack": model.inference_slack, "fixed_gb": model.fixed_gb,
                             "training_slack": model.training_slack},
-              "chosen_on": args.choose_on or "shipped", "files": files}
+              "chosen_on": args.choose_on or "shipped", "files": files,
+              "margins": {mode: {"low": low, "high": high} for mode, (low, high) in margins.items()},
+              "verdicts": verdict}
     text = json.dumps(report, indent=2)
     print(text)
     if args.json:

@@ -1,5 +1,6 @@
-"""Markdown tables of issue 10's accuracy reports, printed from their JSON files (so the README's figures are the
-runs' own): leave-one-GPU-out for both estimators, the H200 self-prediction, memory and calibration.
+"""Markdown tables of the accuracy reports, printed from their JSON files (so the README's figures are the runs'
+own): leave-one-GPU-out for both estimators, the H200 self-prediction (the development workloads' set and the
+training set), memory and its verdicts, the error band's coverage, and calibration.
 
     python benchmarks/accuracy/tables.py benchmarks/accuracy
 """
@@ -49,13 +50,61 @@ def logo_tables(folder: Path) -> None:
 
 
 def self_table(folder: Path) -> None:
-    report = json.loads((folder / "self" / "self-prediction.json").read_text())
-    print("| set (H200 predicting itself, analytic) | workloads | MAPE | bias | worst "
-          "| predicted / measured peak memory |")
-    print("|---|---|---|---|---|---|")
-    for name, score in report.items():
-        print(f"| {name} | {score['n']} | {score['mape']:.1f} % | {score['bias']:+.1f} % | {score['worst']} | "
-              f"{score['memory_predicted_over_measured_median']} |")
+    for path, label in ((folder / "self" / "self-prediction.json", "self-prediction set"),
+                        (folder / "training" / "self-prediction.json", "training set"),
+                        (folder / "training" / "all-training.json", "every training workload")):
+        if not path.exists():
+            continue
+        report = json.loads(path.read_text())
+        print(f"| {label}: H200 predicting itself, analytic | workloads | MAPE | bias | worst "
+              "| predicted / measured peak memory |")
+        print("|---|---|---|---|---|---|")
+        for name, score in report.items():
+            print(f"| {name} | {score['n']} | {score['mape']:.1f} % | {score['bias']:+.1f} % | {score['worst']} | "
+                  f"{score['memory_predicted_over_measured_median']} |")
+        print()
+
+
+def band_table(folder: Path) -> None:
+    path = folder / "bands.json"
+    if not path.exists():
+        return
+    report = json.loads(path.read_text())
+    for check, title in (("coverage_leave_one_gpu_out", "the band fitted without the row's GPU"),
+                         ("coverage_fitted_on_all", "the shipped band, fitted on every GPU's residuals")):
+        groups = sorted(set(report["hostaware"][check]) | set(report["analytic"][check]))
+        print(f"| rows ({title}) | hostaware: rows, coverage of the 80 % band, median half-width | analytic: rows, "
+              "coverage, median half-width |")
+        print("|---|---|---|")
+        for group in groups:
+            cells = []
+            for kind in ("hostaware", "analytic"):
+                score = report[kind][check].get(group)
+                cells.append("—" if score is None else
+                             f"{score['rows']}, {score['coverage']:.1f} %, {score['median_half_width']:.1f} %")
+            print(f"| {group} | {cells[0]} | {cells[1]} |")
+        print()
+
+
+def verdict_table(folder: Path) -> None:
+    report = json.loads((folder / "memory.json").read_text())
+    if "verdicts" not in report:
+        return
+    margins = report["margins"]
+    print(f"Margins: inference {margins['infer']['low']}-{margins['infer']['high']} x the predicted peak, training "
+          f"{margins['train']['low']}-{margins['train']['high']} x.")
+    print()
+    print("| timm file | rows that ran: fits / tight / oom | batches one step above a back-off row (did not fit): "
+          "fits / tight / oom |")
+    print("|---|---|---|")
+    for name, score in report["verdicts"].items():
+        rows = [(name, score)]
+        if "held_out_models" in score:
+            rows.append((f"{name}, the half of its models the margin was not chosen on", score["held_out_models"]))
+        for label, s in rows:
+            cells = [f"{v['n']}: {v['fits']} / {v['tight']} / {v['oom']} %" if (v := s.get(key)) else "—"
+                     for key in ("ran", "did_not_fit")]
+            print(f"| {label} | {cells[0]} | {cells[1]} |")
 
 
 def calibration_table(folder: Path) -> None:
@@ -114,7 +163,7 @@ def memory_table(folder: Path) -> None:
 
 def main() -> None:
     folder = Path(sys.argv[1])
-    for table in (logo_tables, self_table, memory_table, calibration_table):
+    for table in (logo_tables, self_table, memory_table, verdict_table, band_table, calibration_table):
         table(folder)
         print()
 

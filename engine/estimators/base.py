@@ -15,7 +15,7 @@ from understudy.calibration import CalibrationSet
 from understudy.catalog import TargetSpec, catalog
 from understudy.errors import UnderstudyError
 from understudy.keys import CacheIdentity, cache_identity
-from understudy.results import HostInfo, HostSetting, Measurement, PredictionResult
+from understudy.results import HostInfo, HostSetting, Measurement, MemoryVerdict, PredictionResult
 from understudy.workload import Workload
 
 Progress = Callable[[str], None]
@@ -31,6 +31,7 @@ class Estimate:
     spread_ms: float | None = None
     error: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    memory: MemoryVerdict | None = None
 
 
 class Estimator(ABC):
@@ -98,21 +99,27 @@ def scaled(measurement: Measurement, factor: float, details: dict[str, Any]) -> 
     )
 
 
-def out_of_memory(workload: Workload, target: TargetSpec) -> Estimate | None:
-    """An OOM result when the workload's predicted peak memory (engine.estimators.memory) exceeds the target's.
+def memory_verdict(workload: Workload, target: TargetSpec) -> MemoryVerdict:
+    """Whether the workload fits the target's memory, by its predicted peak (engine.estimators.memory).
 
     Every estimator asks the same prediction: a host's own peak is no guide to a smaller card's, since on a host with
     far more memory cuDNN's autotuner picks algorithms with workspaces a smaller card trades for leaner ones
     (regnetz_d32 inference at batch 1024 peaked at 52 GB on the H200 and ran on 24 GB cards)."""
     # Here, not at the top: counting imports torch, and this module is the interface every estimator imports.
     from engine.counting import counts_for
-    from engine.estimators.memory import fits, predict_memory
+    from engine.estimators.memory import predict_memory, verdict
 
-    memory = predict_memory(counts_for(workload), workload)
-    if fits(memory, target):
+    return verdict(predict_memory(counts_for(workload), workload), workload, target)
+
+
+def out_of_memory(workload: Workload, target: TargetSpec) -> Estimate | None:
+    """An OOM result when even the low end of the workload's predicted peak memory exceeds the target's, else
+    None."""
+    memory = memory_verdict(workload, target)
+    if memory.verdict != "oom":
         return None
-    return Estimate(status="oom", error=f"needs about {memory.total_gb:.1f} GB; {target.name} has "
-                    f"{target.memory_size_gb:g} GB", details=memory.as_details())
+    return Estimate(status="oom", error=f"needs about {memory.peak_gb:.1f} GB (at least {memory.low_gb:.1f}); "
+                    f"{target.name} has {target.memory_size_gb:g} GB", memory=memory)
 
 
 def unusable(measurement: Measurement | None, target: TargetSpec, workload: Workload) -> Estimate | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from understudy.bands import band_model
 from understudy.calibration import (CalibrationPoint, CalibrationSet, Correction, FitPoint, fit_correction,
                                     log_residuals, no_correction, transfer_factor)
 from understudy.catalog import TargetSpec, catalog
@@ -194,7 +195,15 @@ class CalibratedEstimator(Estimator):
                    else transfer_factor(residuals))
         scale = target_scale * carried
         latency = (result.latency_ms or 0.0) * scale
+        shares = band_model().calibration
+        if measured_here:
+            narrowed = shares.measured_here, "the target measured this workload"
+        elif residuals:
+            narrowed = shares.measured_elsewhere, f"calibrated, {len(residuals)} measurement(s) of it elsewhere"
+        else:
+            narrowed = shares.points, f"calibrated on {fit['points_used']} point(s)"
         return result.model_copy(update={
+            "band": result.band.narrowed(*narrowed) if result.band is not None else None,
             **named,
             "latency_ms": latency,
             "median_ms": result.median_ms * scale if result.median_ms is not None else None,

@@ -1,4 +1,4 @@
-"""A workload's peak GPU memory, predicted from its meta-device trace, and the OOM verdict every estimator gives.
+"""A workload's peak GPU memory, predicted from its meta-device trace, and the memory verdict every estimator gives.
 
 The trace (engine.counting) yields the peak bytes of what the step allocates: activations, the activations saved for
 backward, gradients and, under AMP, autocast's low-precision copies of the weights, each in the dtype autocast gives
@@ -16,20 +16,23 @@ the traced peak beyond the weights and momentum), so little beyond the allocator
 
 The inference constants were chosen on the OOM back-off rows of timm's RTX 3090 inference files and are reported on the
 RTX 4090's; the training slack on half of the models of the RTX 3090 training file, reported on the other half
-(benchmarks/accuracy/memory.py, benchmarks/accuracy/memory.json). A target "fits" while the prediction stays within its
-memory (nominal GB read as GiB: a "24 GB" card has 24 GiB). The prediction rarely calls a workload that ran too big
-(1-4 % of the rows timm ran at its usual batch) and gets both back-off facts right for about 60 % of the inference rows
-(84 % of the training rows of the models its slack was not chosen on); the H200 itself, its allocator capped at 24 GiB
-and running today's torch and cuDNN, reproduces both for 48-54 % of those it ran (benchmarks/accuracy/memory_peaks.py),
-while this prediction gets 90 % of that capped H200's own fit and OOM facts right: what fit on the card then depended on
-that day's software (cuDNN's benchmark-mode workspaces, the allocator's fragmentation) as much as on the model.
+(benchmarks/accuracy/memory.py, benchmarks/accuracy/memory.json). The point prediction gets both back-off facts right
+for about 60 % of the inference rows (84 % of the training rows of the models its slack was not chosen on); the H200
+itself, its allocator capped at 24 GiB and running today's torch and cuDNN, reproduces both for 48-54 % of those it
+ran (benchmarks/accuracy/memory_peaks.py): what fit on the card then depended on that day's software (cuDNN's
+benchmark-mode workspaces, the allocator's fragmentation) as much as on the model. So the verdict keeps a margin: the
+predicted peak's band (understudy.bands.MemoryMargin, chosen on the same rows) against the card's memory (nominal GB
+read as GiB: a "24 GB" card has 24 GiB) is `fits` below it, `tight` across it and `oom` only wholly above it; 0-0.7 %
+of the rows timm ran are called oom, and 80-92 % of the batches it backed off from tight or oom.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from understudy.bands import BandModel, band_model
 from understudy.catalog import TargetSpec
+from understudy.results import MemoryVerdict
 from understudy.workload import Workload
 from engine.counting import WorkloadCounts
 
@@ -61,10 +64,9 @@ class MemoryEstimate:
     def total_gb(self) -> float:
         return self.weights_gb + self.optimizer_gb + self.activations_gb + self.overhead_gb
 
-    def as_details(self) -> dict[str, float]:
-        return {"predicted_peak_gb": round(self.total_gb, 3), "weights_gb": round(self.weights_gb, 3),
-                "optimizer_gb": round(self.optimizer_gb, 3), "activations_gb": round(self.activations_gb, 3),
-                "overhead_gb": round(self.overhead_gb, 3)}
+    def parts(self) -> dict[str, float]:
+        return {"weights": round(self.weights_gb, 3), "optimizer": round(self.optimizer_gb, 3),
+                "activations": round(self.activations_gb, 3), "overhead": round(self.overhead_gb, 3)}
 
 
 def predict_memory(counts: WorkloadCounts, workload: Workload, model: AllocatorModel = ALLOCATOR) -> MemoryEstimate:
@@ -78,5 +80,13 @@ def predict_memory(counts: WorkloadCounts, workload: Workload, model: AllocatorM
     )
 
 
-def fits(estimate: MemoryEstimate, target: TargetSpec) -> bool:
-    return estimate.total_gb <= target.memory_size_gb
+def verdict(estimate: MemoryEstimate, workload: Workload, target: TargetSpec,
+            bands: BandModel | None = None) -> MemoryVerdict:
+    """fits, tight or oom: the predicted peak's band (understudy.bands.BandModel.memory_band; `bands`, else the
+    shipped model) against the target's memory. Only a workload whose band lies wholly above the capacity is oom."""
+    peak = estimate.total_gb
+    low, high = (bands or band_model()).memory_band(peak, workload.mode)
+    capacity = target.memory_size_gb
+    fit = "oom" if low > capacity else "tight" if high > capacity else "fits"
+    return MemoryVerdict(verdict=fit, peak_gb=round(peak, 3), low_gb=round(low, 3), high_gb=round(high, 3),
+                         capacity_gb=capacity, parts_gb=estimate.parts())

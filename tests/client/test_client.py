@@ -16,8 +16,8 @@ from tests.live_service import free_port
 from typer.testing import CliRunner
 
 from understudy.catalog import catalog
-from client import (AsyncClient, Backoff, Client, ConnectionFailed, InvalidRequest, NotFound, Population,
-                               Prediction, PredictionRequest, Target, Unauthorized, WaitTimeout)
+from client import (AsyncClient, Backoff, Band, Client, ConnectionFailed, InvalidRequest, Memory, NotFound,
+                    Population, Prediction, PredictionRequest, Target, Unauthorized, WaitTimeout)
 from understudy.results import Status
 from understudy.workload import Workload
 
@@ -42,6 +42,43 @@ def test_predict_waits_for_the_worker_and_returns_typed_results(live):
         assert prediction.workload["model"] == "resnet18" and prediction.workload_digest == Workload(**SMALL).digest()
     assert again.cached and [p.id for p in again.data] == [p.id for p in done.data]
     assert done.by_target["t4"].latency_ms == again.by_target["t4"].latency_ms
+
+
+def test_a_prediction_carries_its_interval_at_the_coverage_asked_and_its_memory_verdict(live):
+    with Client(live.url, live.api_key) as client:
+        [done] = client.predict(SMALL, ["rtx-3090"], estimator="analytic", timeout=60, coverage=0.9).data
+        half = client.prediction(done.id, coverage=0.5)
+        [listed] = client.history(request_id=done.request_id, coverage=0.6).data
+
+    assert isinstance(done.memory, Memory) and isinstance(done.band, Band)
+    assert (done.coverage, half.coverage, listed.coverage) == (0.9, 0.5, 0.6)
+    assert done.latency_ms is not None and done.interval_ms is not None and half.interval_ms is not None
+    low, high = done.band.multipliers
+    assert done.interval_ms == (pytest.approx(done.latency_ms * low), pytest.approx(done.latency_ms * high))
+    assert done.interval_ms[0] < half.interval_ms[0] < half.interval_ms[1] < done.interval_ms[1]
+    assert (done.memory.verdict, done.memory.capacity_gb) == ("fits", 24.0)
+    assert done.memory.summary == f"fits {done.memory.peak_gb:.1f} GB"
+
+
+def test_the_async_client_asks_for_a_coverage_too(live):
+    async def run() -> tuple[PredictionRequest, Prediction]:
+        async with AsyncClient(live.url, live.api_key) as client:
+            done = await client.predict(SMALL, "t4", estimator="analytic", timeout=60, coverage=0.95)
+            return done, await client.prediction(done.data[0].id, coverage=0.5)
+
+    done, half = asyncio.run(run())
+
+    assert (done.data[0].coverage, half.coverage) == (0.95, 0.5)
+    assert done.data[0].interval_ms is not None and half.interval_ms is not None
+    assert done.data[0].interval_ms[0] < half.interval_ms[0]
+
+
+def test_a_coverage_outside_half_to_95_percent_is_refused_naming_it(live):
+    with Client(live.url, live.api_key) as client:
+        with pytest.raises(InvalidRequest) as raised:
+            client.predict(SMALL, ["rtx-3090"], estimator="analytic", coverage=0.99)
+
+    assert raised.value.fields == ["coverage"]
 
 
 def test_async_predict_runs_requests_concurrently_and_returns_the_same_types(live):

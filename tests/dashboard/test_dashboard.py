@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 from datetime import timedelta
 from pathlib import Path
+from statistics import NormalDist
 
 import httpx
+import pytest
 from tests.live_service import LiveService, wait_for
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
+from understudy.bands import QUANTILE_LEVELS, ErrorBand
 from understudy.catalog import catalog
+from understudy.results import MemoryVerdict
 from client import Client
 from ledger.models import Host, Prediction, utcnow
 
@@ -124,11 +129,61 @@ def test_the_chart_shows_estimators_side_by_side_with_error_bars_oom_marked_and_
         xs = {name: float(page.locator(f"{chart} rect.bar[data-target={target}][data-estimator={name}]")
                           .get_attribute("x")) for name in ("analytic", "hostaware")}
         assert 0 < xs["hostaware"] - xs["analytic"] < 200
-    setting = page.locator("#workload-table tr[data-target=l4][data-estimator=hostaware] td").nth(6).inner_text()
+    setting = page.locator("#workload-table tr[data-target=l4][data-estimator=hostaware] td").nth(8).inner_text()
     assert setting == "28 SMs (green-context), 1695 MHz (emulated)"
-    note = page.locator("#workload-table tr[data-target=t4][data-estimator=hostaware] td").nth(8).inner_text()
+    note = page.locator("#workload-table tr[data-target=t4][data-estimator=hostaware] td").nth(10).inner_text()
     assert "needs about 30.1 GB" in note
     page.screenshot(path=str(artifacts / "workload-estimators-oom.png"), full_page=True)
+
+
+def dashboard_ms(value: float) -> str:
+    """A time as the dashboard writes it (fmtMs)."""
+    return f"{value:.1f}" if value >= 100 else f"{value:.2f}" if value >= 10 else f"{value:.3f}"
+
+
+def test_the_chart_draws_each_interval_where_the_api_puts_it_and_the_table_shows_a_tight_verdict(page, live,
+                                                                                                 artifacts):
+    done = predict(live, SMALL, ["rtx-3090", "t4"])
+    digest = done.data[0].workload_digest
+    # The RTX 3090's answer with a band of known numbers (normal errors, scale 0.1) and a verdict that is tight.
+    band = ErrorBand(model="test", center=0.0, scale=0.1, basis="a test band",
+                     z=tuple(NormalDist().inv_cdf(level) for level in QUANTILE_LEVELS))
+    tight = MemoryVerdict(verdict="tight", peak_gb=24.0, low_gb=21.6, high_gb=26.4, capacity_gb=24.0,
+                          parts_gb={"weights": 0.1, "optimizer": 0.0, "activations": 22.9, "overhead": 1.0})
+    with Session(live.db) as session:
+        row = session.scalars(select(Prediction).where(Prediction.workload_digest == digest,
+                                                       Prediction.target_id == "rtx-3090")).one()
+        latency = row.latency_ms
+        row.details = {**(row.details or {}), "band": band.model_dump(mode="json"),
+                       "memory": tight.model_dump(mode="json")}
+        session.commit()
+    low, high = latency * math.exp(-0.1 * 1.2815516), latency * math.exp(0.1 * 1.2815516)  # the 80 % interval
+
+    open_dashboard(page, live, f"/workload/{digest}")
+    page.wait_for_selector("#workload-state[data-state=final]")
+
+    chart = "svg#latency-chart"
+    assert page.locator(f"{chart} g.band").count() == 2  # every done prediction has its band
+    drawn = page.locator(f"{chart} g.band[data-target=rtx-3090] rect.band-range")
+    bar = page.locator(f"{chart} rect.bar[data-target=rtx-3090]")
+    data = page.locator(f"{chart} g.band[data-target=rtx-3090]")
+    assert float(data.get_attribute("data-low")) == pytest.approx(low, rel=1e-6)
+    assert float(data.get_attribute("data-high")) == pytest.approx(high, rel=1e-6)
+    # Drawn on the bar's own scale: the bar's height is its latency, the range's ends are the interval's.
+    bar_top, bar_height = float(bar.get_attribute("y")), float(bar.get_attribute("height"))
+    pixels_per_ms, baseline = bar_height / latency, bar_top + bar_height
+    assert float(drawn.get_attribute("y")) == pytest.approx(baseline - high * pixels_per_ms, rel=1e-6)
+    assert float(drawn.get_attribute("height")) == pytest.approx((high - low) * pixels_per_ms, rel=1e-6)
+    assert "80 % interval" in page.locator(f"{chart} .legend").text_content()
+    assert "bar tight" in bar.get_attribute("class")
+
+    cells = "#workload-table tr[data-target=rtx-3090] td"
+    assert page.locator(f"{cells}.interval").inner_text() == f"{dashboard_ms(low)}–{dashboard_ms(high)}"
+    verdict = page.locator(f"{cells}.memory .memory-verdict")
+    assert (verdict.inner_text(), verdict.get_attribute("data-verdict")) == ("tight 21.6-26.4 GB of 24", "tight")
+    assert page.locator("#workload-table tr[data-target=t4] td.memory .memory-verdict").get_attribute(
+        "data-verdict") == "fits"
+    page.screenshot(path=str(artifacts / "workload-intervals.png"), full_page=True)
 
 
 def test_the_history_filters_sorts_searches_and_pages_on_the_server(page, live):
@@ -260,13 +315,14 @@ def test_the_catalog_lists_every_target_and_filters(page, live):
         == sorted(hopper)
 
 
-def test_the_catalog_shows_the_clock_a_power_limited_gpu_holds_beside_its_boost(page, live):
+def test_the_catalog_shows_the_clocks_a_power_limited_gpu_holds_beside_its_boost(page, live):
     open_dashboard(page, live, "/catalog")
     row = page.locator("#catalog-table tbody tr[data-id='a10-pcie']")
     row.wait_for()
     cells = row.locator("td").all_inner_texts()
 
-    assert cells[4:7] == ["1695", "1300", "150"]  # boost MHz, held MHz at 150 W, TDP
+    # boost MHz, held MHz at 150 W, held while its tensor cores run at full rate, TDP
+    assert cells[4:8] == ["1695", "1250", "992", "150"]
 
 
 def test_the_page_is_served_with_a_policy_that_allows_only_the_service_itself(live):

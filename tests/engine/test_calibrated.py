@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from tests.fakes import make_settings
 
+from understudy.bands import ErrorBand, band_model
 from understudy.calibration import (TRANSFER_WEIGHT, CalibrationPoint, CalibrationSet, FitPoint, fit_correction,
                                     log_residuals)
 from understudy.catalog import catalog
@@ -250,3 +251,43 @@ def test_the_registered_estimator_predicts_through_its_base_not_per_target() -> 
     assert (estimator.name, estimator.needs_gpu) == ("calibrated", False)
     with pytest.raises(UnderstudyError, match="predicts through its base"):
         estimator.plan(WORKLOAD, RTX_3090, HostInfo())
+
+
+# --- the band: a calibration narrows its base's (understudy.bands), by the shares the shipped model holds ---------
+
+def bands(engine: Engine, calibrated: CalibrationSet) -> tuple[ErrorBand, ErrorBand]:
+    """(the base's band, the calibrated prediction's) for WORKLOAD on the RTX 3090."""
+    base = base_result(engine, WORKLOAD)
+    (result,) = engine.predict(WORKLOAD, [RTX_3090], "calibrated", calibrations={"rtx-3090": calibrated})
+    assert base.band is not None and result.band is not None
+    return base.band, result.band
+
+
+def test_a_calibration_by_its_own_points_narrows_the_base_band_by_the_points_share(engine: Engine) -> None:
+    share = band_model().calibration.points
+    base, calibrated = bands(engine, calibration(3.0, 9.0))
+    assert (calibrated.scale, calibrated.center) == (pytest.approx(base.scale * share),
+                                                     pytest.approx(base.center * share))
+    assert calibrated.basis == f"{base.basis}; calibrated on 2 point(s)"
+
+
+def test_a_workload_measured_on_other_targets_narrows_the_band_by_that_share(engine: Engine) -> None:
+    base, calibrated = bands(engine, CalibrationSet(points=[
+        CalibrationPoint(workload=WORKLOAD, measured_ms=50.0, measured_on="t4")]))
+    assert calibrated.scale == pytest.approx(base.scale * band_model().calibration.measured_elsewhere)
+    assert calibrated.basis == f"{base.basis}; calibrated, 1 measurement(s) of it elsewhere"
+
+
+def test_a_workload_the_target_measured_narrows_the_band_by_the_measured_share(engine: Engine) -> None:
+    base, calibrated = bands(engine, CalibrationSet(points=[CalibrationPoint(workload=WORKLOAD, measured_ms=7.0),
+                                                            *calibration(3.0, 9.0).points]))
+    assert calibrated.scale == pytest.approx(base.scale * band_model().calibration.measured_here)
+    assert calibrated.basis == f"{base.basis}; the target measured this workload"
+
+
+def test_the_calibrated_interval_is_its_latency_times_the_narrowed_multipliers(engine: Engine) -> None:
+    (result,) = engine.predict(WORKLOAD, [RTX_3090], "calibrated",
+                               calibrations={"rtx-3090": calibration(3.0, 9.0)})
+    assert result.band is not None and result.latency_ms is not None
+    low, high = result.band.multipliers(0.9)
+    assert result.interval_ms(0.9) == (pytest.approx(result.latency_ms * low), pytest.approx(result.latency_ms * high))

@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import cli
+from understudy.bands import ErrorBand
 from understudy.settings import get_settings
 from understudy.workload import Workload
 
@@ -155,6 +156,86 @@ def test_predict_prints_a_table_without_json(database_url: str) -> None:
 
     assert f"analytic@{AnalyticEstimator.version}" in result.stdout
     assert "test_vit train amp-fp16 b32 224px on no GPU" in words(result.stdout)
+
+
+# --- the interval and the memory verdict --------------------------------------------------------------------------
+
+def ms(value: float) -> str:
+    return f"{value:.1f}" if value >= 100 else f"{value:.2f}"
+
+
+def table_row(stdout: str, name: str) -> str:
+    return next(line for line in stdout.splitlines() if name in line)
+
+
+def test_the_json_gives_each_time_its_interval_coverage_band_and_memory_verdict(database_url: str) -> None:
+    [prediction] = predict_json(database_url, "test_vit", "t4")["predictions"]
+    low, high = ErrorBand.model_validate(prediction["band"]).multipliers(0.8)
+    assert prediction["coverage"] == 0.8
+    assert prediction["interval_ms"] == [pytest.approx(prediction["latency_ms"] * low),
+                                         pytest.approx(prediction["latency_ms"] * high)]
+    assert prediction["memory"]["verdict"] == "fits" and prediction["memory"]["capacity_gb"] == 16
+
+
+def test_coverage_chooses_the_interval(database_url: str) -> None:
+    [default] = predict_json(database_url, "test_vit", "t4")["predictions"]
+    [half] = predict_json(database_url, "test_vit", "t4", "--coverage", "0.5")["predictions"]
+    assert half["coverage"] == 0.5 and half["cached"] is True
+    assert default["interval_ms"][0] < half["interval_ms"][0] < half["interval_ms"][1] < default["interval_ms"][1]
+
+
+@pytest.mark.parametrize("coverage", ["0.99", "0.3", "1"])
+def test_a_coverage_outside_half_to_95_percent_exits_2_saying_so(database_url: str, coverage: str) -> None:
+    result = invoke("predict", "test_vit", "--targets", "t4", "--coverage", coverage, "--database-url",
+                    database_url)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"error: --coverage: coverage must be from 0.5 to 0.95, got {float(coverage)}"
+    assert result.stdout == ""
+
+
+def test_the_table_shows_each_time_with_its_interval_and_that_it_fits(database_url: str) -> None:
+    [prediction] = predict_json(database_url, "test_vit", "t4")["predictions"]
+    result = invoke("predict", "test_vit", "--targets", "t4", "--database-url", database_url)
+    low, high = prediction["interval_ms"]
+    row = table_row(result.stdout, "NVIDIA Tesla T4")
+    assert f"{ms(prediction['latency_ms'])} ({ms(low)}-{ms(high)})" in row
+    assert f"fits {prediction['memory']['peak_gb']:.1f} GB" in row
+    assert "80% of measured times fall inside" in words(result.stdout)
+
+
+def test_a_target_whose_memory_lies_inside_the_peaks_band_is_tight_in_the_table(database_url: str,
+                                                                                  tmp_path: Path) -> None:
+    memory = predict_json(database_url, "test_vit", "t4")["predictions"][0]["memory"]  # its peak, whatever the card
+    capacity = (memory["low_gb"] + memory["high_gb"]) / 2
+    (tmp_path / "edge.json").write_text(json.dumps({**LAPTOP, "name": "Edge", "memory_size_gb": capacity}))
+
+    result = invoke("predict", "test_vit", "--target-spec", str(tmp_path / "edge.json"), "--database-url",
+                    database_url)
+
+    assert result.exit_code == 0, result.output
+    expected = f"tight {memory['low_gb']:.1f}-{memory['high_gb']:.1f} GB of {capacity:g}"
+    assert expected in table_row(result.stdout, "Edge")
+
+
+def test_a_workload_that_does_not_fit_says_oom_and_how_much_it_needs_at_least(database_url: str) -> None:
+    # ViT-L training at batch 256 needs about 50 GB: even the low end of its band is over the 3060's 12.
+    result = invoke("predict", "vit_large_patch16_224", "--targets", "rtx3060", "--batch-size", "256", "--json",
+                    "--database-url", database_url)
+    [prediction] = json.loads(result.stdout)["predictions"]
+    table = invoke("predict", "vit_large_patch16_224", "--targets", "rtx3060", "--batch-size", "256",
+                   "--database-url", database_url)
+
+    assert (result.exit_code, table.exit_code) == (0, 0)
+    assert (prediction["status"], prediction["interval_ms"], prediction["memory"]["verdict"]) == ("oom", None, "oom")
+    assert f"oom >= {prediction['memory']['low_gb']:.1f} GB" in table_row(table.stdout, "RTX 3060")
+
+
+def test_a_cached_answer_keeps_its_interval_and_memory_verdict(database_url: str) -> None:
+    [first] = predict_json(database_url, "test_vit", "t4")["predictions"]
+    [again] = predict_json(database_url, "test_vit", "t4")["predictions"]
+    assert again["cached"] is True
+    assert (again["interval_ms"], again["band"], again["memory"]) == (first["interval_ms"], first["band"],
+                                                                      first["memory"])
 
 
 def test_targets_lists_the_catalog_as_json() -> None:
@@ -302,7 +383,8 @@ def test_every_target_answered_exits_0(database_url: str) -> None:
 def test_targets_on_a_wide_terminal_show_the_clock_each_gpu_holds_at_its_rated_power() -> None:
     result = invoke("targets", columns=160)
     a10 = next(line.split() for line in result.stdout.splitlines() if line.startswith(" a10-pcie"))
-    assert a10[-6:-4] == ["1300", "150"]  # held MHz, W: the 150 W A10 below its 1695 MHz boost
+    # held MHz, tensor MHz, W: the 150 W A10 below its 1695 MHz boost, and lower still under full-rate tensor work
+    assert a10[-7:-4] == ["1250", "992", "150"]
 
 
 def test_targets_at_80_columns_cut_no_id() -> None:
@@ -350,5 +432,5 @@ def test_a_cached_answer_imports_no_torch(database_url: str, cache_dir: Path) ->
     assert "torch imported" in first.stderr
     assert "no torch" in again.stderr
     assert [p["cached"] for p in json.loads(again.stdout)["predictions"]] == [True, True]
-    assert json.loads(again.stdout)["predictions"][0]["latency_ms"] == json.loads(first.stdout)["predictions"][0][
-        "latency_ms"]
+    for key in ("latency_ms", "interval_ms", "memory"):
+        assert json.loads(again.stdout)["predictions"][0][key] == json.loads(first.stdout)["predictions"][0][key]

@@ -20,6 +20,7 @@ from tests.fakes import (
     write_fake_python,
 )
 
+from understudy.bands import band_model
 from understudy.catalog import InlineTarget, catalog
 from understudy.errors import NoGpu, UnknownEstimator
 from understudy.keys import ANY_HOST
@@ -77,6 +78,22 @@ def test_analytic_prediction_is_complete_and_host_independent(cpu_engine: Engine
     assert result.host_setting is None and result.timing_mode == "none"
     assert result.latency_ms is not None and result.latency_ms > 0
     assert result.samples_per_s == pytest.approx(32 * 1000 / result.latency_ms)
+
+
+def test_a_done_prediction_carries_the_band_of_its_estimator_mode_target_and_memory_bound_share(
+        cpu_engine: Engine) -> None:
+    [result] = cpu_engine.predict(WORKLOAD, [RTX_3060], "analytic")
+    model = band_model()
+    share = result.details["class_shares"]["other"]
+    assert result.band == model.band(model.features("analytic", "train", RTX_3060, share))
+    assert result.band is not None and result.band.basis.startswith("analytic train, Ampere")
+
+
+def test_a_done_prediction_says_whether_it_fits_the_targets_memory(cpu_engine: Engine) -> None:
+    # ResNet-18 training at batch 32 takes a GB or two: far under the 3060's 12.
+    [result] = cpu_engine.predict(WORKLOAD, [RTX_3060], "analytic")
+    assert result.memory is not None and result.memory.verdict == "fits"
+    assert result.memory.capacity_gb == 12 and 0 < result.memory.peak_gb < 4
 
 
 def test_one_result_per_target_in_order(cpu_engine: Engine) -> None:
@@ -223,12 +240,31 @@ def test_failed_measurement_is_a_failed_result_not_an_exception(nvml: FakeNvml, 
 
 def test_workload_too_big_for_the_target_is_reported_as_oom(nvml: FakeNvml, recorder: RestrictionRecorder,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    # ResNet-50 AMP training at batch 256 needs about 13 GB (engine.estimators.memory): over the 3060's 12 GB, under
-    # the 3090's 24, whatever the host's own peak was.
+    # ResNet-50 AMP training at batch 1024 needs about 47 GB (engine.estimators.memory): even the low end of its band
+    # is over the 3060's 12 GB, whatever the host's own peak was.
     monkeypatch.setattr("engine.timing.StepTimer", FakeTimer(result=done_measurement(peak_memory_gb=1.0)))
-    small, big = RTX_3060, catalog().get("rtx-3090")
-    results = gpu_engine(nvml).predict(Workload(model="resnet50", batch_size=256), [small, big], "spec")
-    assert [r.status for r in results] == [Status.oom, Status.done]
+    results = gpu_engine(nvml).predict(Workload(model="resnet50", batch_size=1024), [RTX_3060], "spec")
+    [oom] = results
+    assert oom.status == Status.oom and oom.latency_ms is None and oom.band is None
+    assert oom.memory is not None and oom.memory.verdict == "oom" and oom.memory.low_gb > 12
+
+
+def test_a_target_whose_memory_lies_inside_the_peaks_band_is_predicted_and_called_tight(
+        nvml: FakeNvml, recorder: RestrictionRecorder, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("engine.timing.StepTimer", FakeTimer(result=done_measurement(peak_memory_gb=1.0)))
+    engine = gpu_engine(nvml)
+    [roomy] = engine.predict(WORKLOAD, [catalog().get("rtx-3090")], "spec")
+    assert roomy.memory is not None
+    # The same card with memory halfway between the ends of the peak's band: it may or may not fit.
+    edge = catalog().get("rtx-3090").model_copy(update={
+        "memory_size_gb": (roomy.memory.low_gb + roomy.memory.high_gb) / 2})
+
+    [tight] = engine.predict(WORKLOAD, [edge], "spec")
+
+    assert roomy.status == Status.done and roomy.memory.verdict == "fits"
+    assert tight.status == Status.done and tight.latency_ms == roomy.latency_ms
+    assert tight.memory is not None and tight.memory.verdict == "tight"
+    assert tight.memory.low_gb < tight.memory.capacity_gb < tight.memory.high_gb
 
 
 def test_host_missing_from_the_catalog_fails_each_ratio_prediction(nvml: FakeNvml, recorder: RestrictionRecorder,

@@ -65,10 +65,13 @@ def test_the_inference_peak_is_at_least_the_largest_activation() -> None:
 
 
 def test_analytic_says_oom_for_vit_large_training_at_batch_256_on_a_12_gb_card() -> None:
+    # About 50 GB predicted: even the low end of its band is far over 12.
     workload = Workload(model="vit_large_patch16_224", mode="train", batch_size=256)
     result = AnalyticEstimator().estimate(workload, catalog().get("rtx-3060-12-gb"), HostInfo(), None)
     assert result.status == "oom"
-    assert "GB" in (result.error or "") and result.details["predicted_peak_gb"] > 12
+    assert result.memory is not None and result.memory.verdict == "oom"
+    assert result.memory.capacity_gb == 12 and result.memory.low_gb > 12
+    assert f"needs about {result.memory.peak_gb:.1f} GB (at least {result.memory.low_gb:.1f})" in (result.error or "")
 
 
 def test_a_small_workload_fits_the_same_card() -> None:

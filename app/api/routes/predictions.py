@@ -18,10 +18,15 @@ from app.finished import finished
 from app.schemas import (COMMON_ERRORS, ErrorPublic, PredictionCreate, PredictionPublic, PredictionRequestPublic,
                          PredictionsPublic, prediction_public)
 from app.security import Caller
+from understudy.bands import DEFAULT_COVERAGE, MAX_COVERAGE, MIN_COVERAGE
 from understudy.results import Status
 from understudy.settings import Settings
 
 router = APIRouter(prefix="/v1/predictions", tags=["predictions"])
+
+CoverageQuery = Annotated[float, Query(ge=MIN_COVERAGE, le=MAX_COVERAGE, allow_inf_nan=False,
+                                       description=f"the share of measured step times each answer's interval_ms is "
+                                                   f"meant to hold, {MIN_COVERAGE} to {MAX_COVERAGE}")]
 
 
 @router.post(
@@ -46,7 +51,7 @@ async def create_predictions(body: PredictionCreate, response: Response, session
             if keys is not None else None)
     if hits is not None:
         response.status_code = status.HTTP_200_OK
-        data = [public.model_copy(update={"cached": True}) for public in hits]
+        data = [public.at_coverage(body.coverage).model_copy(update={"cached": True}) for public in hits]
         return PredictionRequestPublic(request_id=uuid.uuid4().hex, cached=True, data=data, count=len(data))
     return await run_in_threadpool(_create_predictions, body, response, session, redis, settings, caller)
 
@@ -60,7 +65,7 @@ def _create_predictions(body: PredictionCreate, response: Response, session: Ses
         response.status_code = status.HTTP_200_OK
     data = []
     for row, cached in zip(created.rows, created.cached, strict=True):
-        public = prediction_public(row)
+        public = prediction_public(row, coverage=body.coverage)
         # Every row is in the caller's history now (crud.record_owner).
         finished.remember(public, row.cache_key, caller.key_id if caller is not None else None)
         data.append(public.model_copy(update={"cached": True}) if cached else public)
@@ -70,16 +75,17 @@ def _create_predictions(body: PredictionCreate, response: Response, session: Ses
 
 @router.get("/{prediction_id}", response_model=PredictionPublic,
             responses={404: {"model": ErrorPublic, "description": "no prediction has this id"}, **COMMON_ERRORS})
-async def read_prediction(prediction_id: str, session: SessionDep, settings: SettingsDep,
-                          caller: ReadKeyDep) -> PredictionPublic:
-    """One prediction: its status and, once done, its latency, the host setting it was measured under, and how.
-    A key sees the predictions it asked for (an admin key every one)."""
+async def read_prediction(prediction_id: str, session: SessionDep, settings: SettingsDep, caller: ReadKeyDep,
+                          coverage: CoverageQuery = DEFAULT_COVERAGE) -> PredictionPublic:
+    """One prediction: its status and, once done, its latency with the interval it should fall in, whether it fits
+    the target's memory, the host setting it was measured under, and how. A key sees the predictions it asked for
+    (an admin key every one)."""
     owner = crud.visible_owner(caller)
     # A finished row this process has shown this owner before: from memory, on the event loop.
     public = finished.get(prediction_id, owner, settings.remember_finished_s)
     if public is None:
         public = await run_in_threadpool(_read_prediction, prediction_id, session, owner)
-    return public
+    return public.at_coverage(coverage)
 
 
 def _read_prediction(prediction_id: str, session: Session, owner: str | None) -> PredictionPublic:
@@ -114,6 +120,7 @@ def read_predictions(
     order: Annotated[Literal["asc", "desc"], Query()] = "desc",
     skip: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    coverage: CoverageQuery = DEFAULT_COVERAGE,
 ) -> PredictionsPublic:
     """The caller's history (an admin key's: everyone's), newest first unless sorted otherwise, filtered, searched
     and paged (count is the total over all pages)."""
@@ -122,4 +129,4 @@ def read_predictions(
                                      owner=crud.visible_owner(caller))
     rows, count = crud.list_predictions(session=session, filters=filters, skip=skip, limit=limit, sort=sort,
                                         descending=order == "desc")
-    return PredictionsPublic(data=[prediction_public(row) for row in rows], count=count)
+    return PredictionsPublic(data=[prediction_public(row, coverage=coverage) for row in rows], count=count)

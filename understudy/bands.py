@@ -1,0 +1,182 @@
+"""How far from a prediction the measured time may fall: the error band every answer carries.
+
+A prediction's error, e = log(measured / predicted), is taken as center + scale x z, where z follows one
+standardized distribution per estimator (its quantiles are shipped) and the center and the scale depend only on what
+is known before anything is measured on the target:
+
+- the estimator, and the mode (a training step is priced less exactly than a forward pass);
+- whether the target's architecture was seen in development (a chip family no ground truth covers: Volta, Turing,
+  Blackwell) and whether it runs power-limited (its sustained clock well below its boost clock, as every part
+  whose power budget per SM is below its chip's best-supplied one: an A10, a laptop part, a Max-Q card);
+- the share of the predicted step that is memory-bound (the roofline's, or hostaware's blend of it).
+
+log(scale) is linear in those; the center is a constant per estimator and mode. benchmarks/accuracy/bands.py fits
+both to the estimators' leave-one-GPU-out residuals (each development GPU predicted with constants chosen without
+it) and checks the band on GPUs it was not fitted on; it writes understudy/data/error_bands.json, which this module
+reads. A band at coverage c is [predicted x exp(center + scale x z((1-c)/2)), predicted x exp(center + scale x
+z((1+c)/2))]: the measured time falls inside it for about c of the workloads.
+
+A calibrated prediction (a correction fitted to the target's own measured times) narrows its base's band by the
+shares the same benchmark measured on calibrated held-out rows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from importlib import resources
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from understudy.catalog import TargetSpec
+
+DEFAULT_COVERAGE = 0.8
+# The coverages a band can be asked at: beyond them the shipped quantiles rest on a handful of rows.
+MIN_COVERAGE, MAX_COVERAGE = 0.5, 0.95
+
+Term = Literal["intercept", "train", "memory_share", "unseen_architecture", "power_limited"]
+
+
+class BandFeatures(BaseModel):
+    """What a band is conditioned on, all known before measuring on the target."""
+
+    model_config = ConfigDict(frozen=True)
+
+    estimator: str
+    mode: Literal["train", "infer"]
+    architecture: str = "unknown"
+    power_limited: bool = False
+    memory_share: float | None = Field(default=None, ge=0, le=1,
+                                       description="the memory-bound share of the predicted step")
+
+
+class ErrorBand(BaseModel):
+    """One prediction's band, in logs of measured / predicted; `interval` gives it at a coverage."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str = Field(description="the band model's version")
+    center: float
+    scale: float = Field(gt=0)
+    z: tuple[float, ...] = Field(description="quantiles of the standardized error at QUANTILE_LEVELS")
+    basis: str = Field(description="what the band was conditioned on, in words")
+
+    def multipliers(self, coverage: float = DEFAULT_COVERAGE) -> tuple[float, float]:
+        """(low, high) multipliers of the predicted value that hold the measured one at `coverage`."""
+        check_coverage(coverage)
+        tail = (1.0 - coverage) / 2.0
+        low, high = _quantile(self.z, tail), _quantile(self.z, 1.0 - tail)
+        return math.exp(self.center + self.scale * low), math.exp(self.center + self.scale * high)
+
+    def interval(self, value: float, coverage: float = DEFAULT_COVERAGE) -> tuple[float, float]:
+        low, high = self.multipliers(coverage)
+        return value * low, value * high
+
+    def narrowed(self, share: float, why: str) -> ErrorBand:
+        """The same band with its scale times `share` (a calibration's), its center pulled in as much."""
+        return self.model_copy(update={"center": self.center * share, "scale": self.scale * share,
+                                       "basis": f"{self.basis}; {why}"})
+
+
+# The probabilities the shipped standardized quantiles are given at: every 2.5 % from 2.5 to 97.5, with the median.
+QUANTILE_LEVELS: tuple[float, ...] = tuple(round(0.025 * i, 3) for i in range(1, 40))
+
+
+def check_coverage(coverage: float) -> None:
+    if not MIN_COVERAGE <= coverage <= MAX_COVERAGE:
+        raise ValueError(f"coverage must be from {MIN_COVERAGE} to {MAX_COVERAGE}, got {coverage}")
+
+
+def _quantile(z: tuple[float, ...], p: float) -> float:
+    """The standardized quantile at probability p, linear between the shipped levels."""
+    levels = QUANTILE_LEVELS
+    if p <= levels[0]:
+        return z[0]
+    if p >= levels[-1]:
+        return z[-1]
+    i = min(int((p - levels[0]) / 0.025), len(levels) - 2)
+    weight = (p - levels[i]) / (levels[i + 1] - levels[i])
+    return z[i] + weight * (z[i + 1] - z[i])
+
+
+class EstimatorBand(BaseModel):
+    """One estimator's band: the terms of its center and of log(scale), and its standardized quantiles."""
+
+    center: dict[Term, float]
+    log_scale: dict[Term, float]
+    z: tuple[float, ...]
+    rows: int = Field(description="the residuals it was fitted to")
+
+
+class MemoryMargin(BaseModel):
+    """How far a step's real peak may lie from the predicted one, per mode: (low, high) multipliers."""
+
+    infer: tuple[float, float]
+    train: tuple[float, float]
+
+
+class CalibrationShares(BaseModel):
+    """How much a calibration narrows its base's band: by its own points, by points of the same workload measured on
+    other targets, and where the target measured this very workload."""
+
+    points: float
+    measured_elsewhere: float
+    measured_here: float
+
+
+class BandModel(BaseModel):
+    """The shipped band model (understudy/data/error_bands.json)."""
+
+    version: str
+    seen_architectures: tuple[str, ...]
+    power_limited_below: float = Field(description="sustained / boost clock under which a target is power-limited")
+    estimators: dict[str, EstimatorBand]
+    memory: MemoryMargin
+    calibration: CalibrationShares
+
+    def band(self, features: BandFeatures) -> ErrorBand | None:
+        """The band of a prediction with these features; None for an estimator the model has no residuals of."""
+        fitted = self.estimators.get(features.estimator)
+        if fitted is None:
+            return None
+        values: dict[Term, float] = {
+            "intercept": 1.0,
+            "train": float(features.mode == "train"),
+            "memory_share": features.memory_share if features.memory_share is not None else 0.5,
+            "unseen_architecture": float(features.architecture not in self.seen_architectures),
+            "power_limited": float(features.power_limited),
+        }
+        center = sum(weight * values[term] for term, weight in fitted.center.items())
+        scale = math.exp(sum(weight * values[term] for term, weight in fitted.log_scale.items()))
+        return ErrorBand(model=self.version, center=center, scale=scale, z=fitted.z, basis=_basis(features, self))
+
+    def power_limited(self, target: TargetSpec) -> bool:
+        """Whether the target holds a clock well below its boost clock under load (its power limit binds)."""
+        return target.sustained_clock() < self.power_limited_below * target.boost_clock_mhz
+
+    def features(self, estimator: str, mode: Literal["train", "infer"], target: TargetSpec,
+                 memory_share: float | None) -> BandFeatures:
+        return BandFeatures(estimator=estimator, mode=mode, architecture=target.architecture,
+                            power_limited=self.power_limited(target), memory_share=memory_share)
+
+    def memory_band(self, peak_gb: float, mode: Literal["train", "infer"]) -> tuple[float, float]:
+        """(low, high) GiB a step predicted to peak at `peak_gb` may really take."""
+        low, high = getattr(self.memory, mode)
+        return peak_gb * low, peak_gb * high
+
+
+def _basis(features: BandFeatures, model: BandModel) -> str:
+    seen = "seen" if features.architecture in model.seen_architectures else "not seen"
+    parts = [f"{features.estimator} {features.mode}", f"{features.architecture} ({seen} in development)",
+             "power-limited" if features.power_limited else "at full power"]
+    if features.memory_share is not None:
+        parts.append(f"{features.memory_share:.0%} memory-bound")
+    return ", ".join(parts)
+
+
+@lru_cache(maxsize=1)
+def band_model() -> BandModel:
+    text = resources.files("understudy.data").joinpath("error_bands.json").read_text()
+    return BandModel.model_validate(json.loads(text))
