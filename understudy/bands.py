@@ -10,14 +10,17 @@ is known before anything is measured on the target:
   whose power budget per SM is below its chip's best-supplied one: an A10, a laptop part, a Max-Q card);
 - the share of the predicted step that is memory-bound (the roofline's, or hostaware's blend of it).
 
-log(scale) is linear in those; the center is a constant per estimator and mode. benchmarks/accuracy/bands.py fits
-both to the estimators' leave-one-GPU-out residuals (each development GPU predicted with constants chosen without
-it) and checks the band on GPUs it was not fitted on; it writes understudy/data/error_bands.json, which this module
-reads. A band at coverage c is [predicted x exp(center + scale x z((1-c)/2)), predicted x exp(center + scale x
-z((1+c)/2))]: the measured time falls inside it for about c of the workloads.
+log(scale) is linear in those (a step whose memory-bound share is not known counts as half memory-bound); the center
+is linear in the same terms, and the shipped model centres every band on the prediction (0: a development GPU's own
+bias is no guide to the next GPU's). benchmarks/accuracy/bands.py fits the model to the estimators' leave-one-GPU-out
+residuals (each development GPU predicted with constants chosen without it) and checks the band on GPUs it was not
+fitted on; it writes understudy/data/error_bands.json, which this module reads. A band at coverage c is
+[predicted x exp(center + scale x z((1-c)/2)), predicted x exp(center + scale x z((1+c)/2))]: the measured time falls
+inside it for about c of the workloads.
 
 A calibrated prediction (a correction fitted to the target's own measured times) narrows its base's band by the
-shares the same benchmark measured on calibrated held-out rows.
+shares the same benchmark measured on calibrated held-out rows. A memory verdict's margin (MemoryMargin) comes with
+the model: benchmarks/accuracy/memory.py chooses it on timm's OOM back-off rows.
 """
 
 from __future__ import annotations
