@@ -8,10 +8,10 @@ rate of the workstation and data-center parts of the same architecture.
 
 Held clocks come from each product's TDP, less what its DRAM draws, against its chip's other products
 (understudy/power.py: dynamic power goes about as SMs x f^3 times the work per cycle). So a 150 W A10 holds about
-1280 MHz where its GA102 siblings (RTX 3080 and 3090) hold their boost clock, and about 1020 MHz while its tensor
-cores, twice as fast per cycle as a GeForce part's, run at full rate; a 300 W RTX 6000 Ada about 2100 and 1670 MHz
-beside the RTX 4090's 2520. Nothing here is fitted to measured latencies: only TDP, SM count, boost clock, memory
-technology and bandwidth, and the tensor rates, from the specs.
+1250 MHz where its GA102 siblings (RTX 3080 and 3090) hold their boost clock or near it, and about 990 MHz while its
+tensor cores, twice as fast per cycle as a GeForce part's, run at full rate; a 300 W RTX 6000 Ada about 2075 and
+1650 MHz beside the RTX 4090's 2520. Nothing here is fitted to measured latencies: only TDP, SM count, boost clock,
+memory technology and bandwidth, and the tensor rates, from the specs.
 
 Run: python scripts/build_catalog.py ../shared/reference/gpu_specs.csv scripts/catalog_additions.csv \
          > understudy/data/gpus.csv
@@ -28,7 +28,7 @@ from pathlib import Path
 # Run as a script from the checkout: the package beside it, installed or not.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from understudy.power import HeldClocks, chip_references, held_clocks, product_budget, tensor_per_sm_cycle
+from understudy.power import HeldClocks, chip_references, held_clocks, product_budget
 
 WHITEPAPERS = {
     "Pascal": "no tensor cores: fp16/bf16/tf32 fall back to the FP32 rate",
@@ -89,7 +89,7 @@ def power_clocks(rows: list[dict[str, str]]) -> dict[str, HeldClocks]:
     budgets = {row["name"]: product_budget(float(row["tdp_w"]), int(row["sm_count"]), float(row["boost_clock_mhz"]),
                                            row["memory_type"], float(row["memory_bandwidth_gbps"]))
                for row in rows}
-    per_sm_cycle = {row["name"]: tensor_per_sm_cycle(tensor_rates(row), 1, 1e6) for row in rows}
+    per_sm_cycle = {row["name"]: tensor_rates(row) for row in rows}
     reference = chip_references((row["gpu_chip"], budgets[row["name"]], per_sm_cycle[row["name"]], row["memory_type"])
                                 for row in rows)
     return {row["name"]: held_clocks(float(row["boost_clock_mhz"]), budgets[row["name"]], reference[row["gpu_chip"]],

@@ -144,16 +144,20 @@ class BandModel(BaseModel):
         fitted = self.estimators.get(features.estimator)
         if fitted is None:
             return None
-        values: dict[Term, float] = {
+        values = self.term_values(features)
+        center = sum(weight * values[term] for term, weight in fitted.center.items())
+        scale = math.exp(sum(weight * values[term] for term, weight in fitted.log_scale.items()))
+        return ErrorBand(model=self.version, center=center, scale=scale, z=fitted.z, basis=_basis(features, self))
+
+    def term_values(self, features: BandFeatures) -> dict[Term, float]:
+        """Each term's value for a prediction with these features (what the center and log(scale) weigh)."""
+        return {
             "intercept": 1.0,
             "train": float(features.mode == "train"),
             "memory_share": features.memory_share if features.memory_share is not None else 0.5,
             "unseen_architecture": float(features.architecture not in self.seen_architectures),
             "power_limited": float(features.power_limited),
         }
-        center = sum(weight * values[term] for term, weight in fitted.center.items())
-        scale = math.exp(sum(weight * values[term] for term, weight in fitted.log_scale.items()))
-        return ErrorBand(model=self.version, center=center, scale=scale, z=fitted.z, basis=_basis(features, self))
 
     def power_limited(self, target: TargetSpec) -> bool:
         """Whether the target holds a clock well below its boost clock under load (its power limit binds)."""

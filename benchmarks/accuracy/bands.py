@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fit_constants import REFERENCE, Priced, Sample, load_samples, predict_with_shares, shipped
 from understudy.catalog import catalog
-from understudy.bands import (DEFAULT_COVERAGE, QUANTILE_LEVELS, BandFeatures, BandModel, CalibrationShares,
+from understudy.bands import (DEFAULT_COVERAGE, QUANTILE_LEVELS, BandModel, CalibrationShares,
                               EstimatorBand, MemoryMargin, Term)
 
 VERSION = "1"
@@ -133,14 +133,8 @@ def report_residuals(kind: str, path: Path, model: BandModel) -> list[dict[str, 
 
 
 def design(rows: list[dict[str, Any]], model: BandModel) -> np.ndarray:
-    return np.array([[_value(term, row["features"], model) for term in TERMS] for row in rows])
-
-
-def _value(term: Term, features: BandFeatures, model: BandModel) -> float:
-    return {"intercept": 1.0, "train": float(features.mode == "train"),
-            "memory_share": features.memory_share if features.memory_share is not None else 0.5,
-            "unseen_architecture": float(features.architecture not in model.seen_architectures),
-            "power_limited": float(features.power_limited)}[term]
+    return np.array([[values[term] for term in TERMS]
+                     for values in (model.term_values(row["features"]) for row in rows)])
 
 
 def fit_band(rows: list[dict[str, Any]], model: BandModel) -> EstimatorBand:
@@ -311,16 +305,16 @@ def main() -> None:
     # A workload the target measured itself is answered with that measurement: what is left of the band is how much
     # one timing of a step differs from another, against the default estimator's half-width.
     here = timing_spread(args.log) / half_width(bands["hostaware"], hostaware_rows, model, "hostaware")
-    shipped = model.model_copy(update={"estimators": bands,
+    released = model.model_copy(update={"estimators": bands,
                                        "calibration": calibration_shares(args.calibration, here)})
-    report["memory"] = shipped.memory.model_dump()
-    report["calibration"] = shipped.calibration.model_dump()
+    report["memory"] = released.memory.model_dump()
+    report["calibration"] = released.calibration.model_dump()
     text = json.dumps(report, indent=2)
     print(text)
     if args.json:
         args.json.write_text(text + "\n")
     if args.write:
-        args.write.write_text(json.dumps(shipped.model_dump(mode="json"), indent=1) + "\n")
+        args.write.write_text(json.dumps(released.model_dump(mode="json"), indent=1) + "\n")
 
 
 if __name__ == "__main__":
