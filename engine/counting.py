@@ -14,6 +14,9 @@ Three things a GPU does that the meta device does not show are counted beside th
   does on a GPU, so the peak of the bytes alive during the trace is the step's peak of activations (and, in
   training, of saved activations and gradients). engine.estimators.memory turns it into a peak on the GPU.
 
+A compiled workload (`Workload.compile`) is traced as its eager step, and its kernels are then fused as inductor fuses
+them (engine.fusion).
+
 Mixed precision is traced as CUDA's autocast runs it (`_Autocast`): torch.autocast does nothing on the meta device,
 and a step traced wholly in fp16 misses what autocast really does: fp32 weights cast once per step (the cast
 copies kept until its autocast region ends), normalisations, softmax and losses computed and stored in fp32, and
@@ -40,6 +43,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 from torch.utils.flop_counter import flop_registry
 
 from understudy.workload import Workload
+from engine.fusion import FusionTrace, fuse
 from engine.workloads import make_optimizer, make_step
 
 OpKind = Literal["tensor", "matmul32", "depthwise", "grouped", "memory", "norm", "layout", "strided", "serial"]
@@ -243,17 +247,21 @@ class _LiveBytes:
 
 
 class _CountingMode(TorchDispatchMode):
-    def __init__(self, channels_first: bool = False) -> None:
+    def __init__(self, channels_first: bool = False, fusion: FusionTrace | None = None) -> None:
         super().__init__()
         # Whether the step's activations are NCHW. Read from the workload, not from strides: the meta device's
         # convolution returns contiguous (NCHW) outputs even for channels-last inputs, where a GPU keeps NHWC.
         self.channels_first = channels_first
         self.ops: list[tuple[str, float, float]] = []
         self.memory = _LiveBytes()
+        # For a compiled workload: each op with the values it reads and writes, which engine.fusion fuses.
+        self.fusion = fusion
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]  # torch's protocol
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
+        if self.fusion is not None and self.fusion.in_forward:
+            self.fusion.forward_ops += 1
         if func.is_view or func in _FREE or func._overloadpacket in (aten.detach, aten.alias):
             if func in _FREE:
                 self.memory.add(_tensors(out))
@@ -276,9 +284,15 @@ class _CountingMode(TorchDispatchMode):
         elif kind == "serial":
             flops = float(inputs[0].shape[0] * inputs[0].shape[1])
         self.ops.append((kind, flops, moved))
+        if self.fusion is not None:
+            self.fusion.record(kind, flops, moved, inputs, outputs)
+            if func is aten.convolution.default and self.fusion.in_forward:
+                self.fusion.record_conv(args[1], args[8], flops)
         if (self.channels_first and kind == "tensor" and func in _CONV
                 and (layout := _layout_bytes(func, args, out)) > 0):
             self.ops.append(("layout", 0.0, layout))
+            if self.fusion is not None:
+                self.fusion.record("layout", 0.0, layout, (), ())
         return out
 
 
@@ -403,14 +417,26 @@ def count_workload(workload: Workload) -> WorkloadCounts:
     from engine.workloads import resolve_precision
 
     precision = resolve_precision(workload.precision)
-    # The optimizer is traced apart (its first step only creates its state), on the same fp32 weights.
-    step = make_step(workload.model_copy(update={"optimizer": "none"}), "meta", mixed_precision=_Autocast)
-    mode = _CountingMode(channels_first=workload.memory_format == "nchw")
+    # The optimizer is traced apart (its first step only creates its state), on the same fp32 weights. A compiled
+    # step is traced eagerly and its kernels fused afterwards (engine.fusion).
+    step = make_step(workload.model_copy(update={"optimizer": "none", "compile": False}), "meta",
+                     mixed_precision=_Autocast)
+    fusion = FusionTrace() if workload.compile else None
+    hooks = fusion.watch(step.model) if fusion is not None else []
+    mode = _CountingMode(channels_first=workload.memory_format == "nchw", fusion=fusion)
     with _FusedAttention(), mode:
         result = step.run()
+        alive = fusion.alive() if fusion is not None else set()
         del result  # the loss or the logits: dropped before the peak is read, as the next step would
-    ops = mode.ops + _optimizer_ops(workload, step.model)
+    for hook in hooks:
+        hook.remove()
     params = list(step.model.parameters())
+    traced, peak = mode.ops, float(mode.memory.peak)
+    if fusion is not None:
+        graph_inputs = len(params) + len(list(step.model.buffers())) + 1
+        fused = fuse(fusion, alive, graph_inputs, training=workload.mode == "train")
+        traced, peak = fused.ops, fused.peak_live_bytes
+    ops = traced + _optimizer_ops(workload, step.model)
     param_bytes = float(sum(p.numel() * p.element_size() for p in params))
     buffer_bytes = float(sum(b.numel() * b.element_size() for b in step.model.buffers()))
     h, w = workload.resolution
@@ -423,7 +449,7 @@ def count_workload(workload: Workload) -> WorkloadCounts:
         totals[kind].ops += 1
     return WorkloadCounts(kinds=dict(totals), ops=ops, param_bytes=param_bytes,
                           param_count=sum(p.numel() for p in params), buffer_bytes=buffer_bytes,
-                          input_bytes=input_bytes, peak_live_bytes=float(mode.memory.peak))
+                          input_bytes=input_bytes, peak_live_bytes=peak)
 
 
 def _optimizer_ops(workload: Workload, model: torch.nn.Module) -> list[tuple[str, float, float]]:

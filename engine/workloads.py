@@ -133,6 +133,17 @@ class Step:
     run: Callable[[], Any]
 
 
+def _compiled(model: torch.nn.Module) -> Any:
+    """The model under torch.compile (inductor, default mode), as timm's `benchmark.py --torchcompile` runs it.
+
+    Dynamo's compiled code is dropped first: it keeps code per Python function, and the timm models of one class
+    share their forward's, so a process measuring several in turn would pass its recompile limit (and run the
+    rest eagerly, saying nothing) by the ninth. Inductor's on-disk caches stay, so a model compiled before, in any
+    process, compiles again in seconds."""
+    torch._dynamo.reset()
+    return torch.compile(model)
+
+
 def make_step(workload: Workload, device: torch.device | str, graph_safe: bool = False,
               mixed_precision: Callable[[torch.dtype], AbstractContextManager[Any]] | None = None) -> Step:
     """The step: inference is a forward under no_grad; training is forward, cross-entropy, backward, optimizer.
@@ -140,11 +151,14 @@ def make_step(workload: Workload, device: torch.device | str, graph_safe: bool =
     graph_safe keeps gradients allocated between steps (zeroed in place, not freed) and turns off autocast's weight
     cache, both needed for CUDA-graph capture. mixed_precision, given the autocast dtype, makes the context an AMP
     step's forward runs in instead of torch.autocast (the meta-device trace emulates it: engine.counting).
+    A compiled workload's model runs through torch.compile, which compiles it on the step's first call; the loss and
+    the optimizer stay eager, as timm's benchmark runs them.
     """
     precision = resolve_precision(workload.precision)
     device_type = torch.device(device).type
     model = build_model(workload, device)
     x, y = make_inputs(workload, device)
+    forward = _compiled(model) if workload.compile else model
 
     def autocast() -> Any:
         if precision.amp_dtype is None:
@@ -157,7 +171,7 @@ def make_step(workload: Workload, device: torch.device | str, graph_safe: bool =
 
         def infer() -> Any:
             with torch.no_grad(), autocast():
-                return model(x)
+                return forward(x)
 
         return Step(model, infer)
 
@@ -170,7 +184,7 @@ def make_step(workload: Workload, device: torch.device | str, graph_safe: bool =
         else:
             model.zero_grad(set_to_none=not graph_safe)
         with autocast():
-            loss = loss_fn(model(x), y)
+            loss = loss_fn(forward(x), y)
         loss.backward()
         if optimizer is not None:
             optimizer.step()

@@ -42,14 +42,16 @@ def workload_key(row: dict[str, str]) -> str:
     """The workload a row measured, as text: rows with one key are one plan, measured once and predicted once.
     What a row's columns do not say outright is spelled out from its workload, so a model timm's benchmark ran
     folded (an RTX 4090 file of PyTorch 2.9, `Workload.reparam`) and the same model run plain on another card (an
-    RTX 3090 file of PyTorch 2.4) are two plans, not one priced as whichever row came first."""
+    RTX 3090 file of PyTorch 2.4) are two plans, not one priced as whichever row came first; so are a model run
+    compiled (`Workload.compile`) and the same model run eagerly."""
     fields = ("model", "mode", "precision", "batch_size", "resolution", "memory_format", "optimizer")
     key = "|".join(row.get(name) or "" for name in fields)
     try:
         workload = workload_from_row(row)
     except (UnderstudyError, KeyError, ValueError):  # pydantic's ValidationError is a ValueError
         return key  # a row no workload can be made of is listed under its columns (its plan says why)
-    return key + ("|reparam" if workload.reparam else "") + ("|torch1" if workload.torch_major == 1 else "")
+    return (key + ("|reparam" if workload.reparam else "") + ("|torch1" if workload.torch_major == 1 else "")
+            + ("|compile" if workload.compile else ""))
 
 
 def read_rows(paths: list[Path], max_measured_ms: float | None = None,

@@ -366,15 +366,19 @@ class FakeCuda:
 
     A step run on a stream in `oom_streams` raises torch.cuda.OutOfMemoryError; on a stream in `oom_in_capture`
     only while captured, and the capture then fails to end, as a real one does. With `refuse_capture` every
-    capture fails, as for a model that cannot be captured. Building a step takes `build_s` seconds.
+    capture fails, as for a model that cannot be captured. Building a step takes `build_s` seconds, and a step's first
+    call `first_call_s` more (what torch.compile spends compiling a compiled workload's step). `runs` counts the calls
+    of every step built.
     """
 
     def __init__(self, oom_streams: tuple[str, ...] = (), oom_in_capture: tuple[str, ...] = (),
-                 refuse_capture: bool = False, build_s: float = 0.0) -> None:
+                 refuse_capture: bool = False, build_s: float = 0.0, first_call_s: float = 0.0) -> None:
         self.oom_streams = oom_streams
         self.oom_in_capture = oom_in_capture
         self.refuse_capture = refuse_capture
         self.build_s = build_s
+        self.first_call_s = first_call_s
+        self.runs = 0
         self.events: list[tuple[Any, ...]] = []
         self.current = FakeStream("default")
         self.capturing: str | None = None
@@ -450,8 +454,14 @@ class FakeCuda:
 
         time.sleep(self.build_s)
         self.events.append(("build", graph_safe))
+        calls = 0
 
         def run() -> None:
+            nonlocal calls
+            calls += 1
+            self.runs += 1
+            if calls == 1:
+                time.sleep(self.first_call_s)
             if self.current in self.oom_streams or (self.capturing is not None
                                                     and self.capturing in self.oom_in_capture):
                 raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 MiB")

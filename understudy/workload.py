@@ -106,6 +106,12 @@ class Workload(BaseModel):
     reparam: bool = Field(default=False, strict=True,
                           description="inference with the model's train-time branches folded into its convolutions "
                           "(timm.utils.reparameterize_model)")
+    # The model as torch.compile runs it (inductor, default mode): the step's pointwise chains fused into fewer
+    # kernels, convolutions and matmuls left to cuDNN and cuBLAS. Compiling takes seconds to minutes once per
+    # process and is no part of the step time.
+    compile: bool = Field(default=False, strict=True,
+                          description="the model compiled with torch.compile (inductor, default mode); compile time "
+                          "is not in the step time")
 
     @field_validator("model")
     @classmethod
@@ -144,6 +150,8 @@ class Workload(BaseModel):
             raise ValueError("reparam is for inference: training needs the branches that reparameterizing folds away")
         if self.reparam and self.model not in reparameterizable_models():
             object.__setattr__(self, "reparam", False)  # nothing to fold: the plain workload, with its digest
+        if self.compile and self.torch_major == 1:
+            raise ValueError("compile needs PyTorch 2: torch.compile came with it")
         if self.in_chans != 3 and model_source(self.model) == "torchvision":
             raise ValueError(f"{self.model} is a torchvision model, which takes 3 input channels; in_chans must be 3")
         return self
@@ -157,6 +165,8 @@ class Workload(BaseModel):
             del data["torch_major"]
         if not self.reparam:
             del data["reparam"]
+        if not self.compile:
+            del data["compile"]
         return {key: value for key, value in data.items() if value is not None}
 
     def digest(self) -> str:
@@ -167,7 +177,8 @@ class Workload(BaseModel):
         h, w = self.resolution
         side = str(h) if h == w else f"{h}x{w}"
         folded = " reparam" if self.reparam else ""
-        return f"{self.model} {self.mode} {self.precision} b{self.batch_size} {side}px{folded}"
+        compiled = " compiled" if self.compile else ""
+        return f"{self.model} {self.mode} {self.precision} b{self.batch_size} {side}px{folded}{compiled}"
 
 
 def sha256_of(data: Any) -> str:
@@ -176,8 +187,9 @@ def sha256_of(data: Any) -> str:
 
 
 def workload_from_row(row: dict[str, str]) -> Workload:
-    """A workload from one ground-truth row (../shared/groundtruth format, plus an optional `reparam` column: "true"
-    for a row measured folded; without it, the harness says, `_timm_reparam_run`)."""
+    """A workload from one ground-truth row (../shared/groundtruth format, plus optional `reparam` and `compile`
+    columns: "true" for a row measured folded or compiled; without them, the software column says, as
+    `_timm_reparam_run` and `_compiled_run` read it)."""
     return Workload(
         model=row["model"],
         mode=row["mode"],
@@ -188,7 +200,14 @@ def workload_from_row(row: dict[str, str]) -> Workload:
         optimizer=row.get("optimizer") or "none",
         torch_major=1 if _before_torch_2(row.get("software") or "") else 2,
         reparam=row["mode"] == "infer" and (row.get("reparam") == "true" or _timm_reparam_run(row)),
+        compile=row.get("compile") == "true" or _compiled_run(row.get("software") or ""),
     )
+
+
+def _compiled_run(software: str) -> bool:
+    """Whether a ground-truth row's software column says the model ran compiled: timm's `benchmark.py
+    --torchcompile` rows read "torch 2.9.1 cu128 torch.compile (inductor)"."""
+    return "torch.compile" in software.lower()
 
 
 def _timm_reparam_run(row: dict[str, str]) -> bool:

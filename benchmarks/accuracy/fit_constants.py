@@ -116,8 +116,10 @@ def host_rows(paths: list[Path]) -> list[dict[str, str]]:
                 "target": name, "model": w["model"], "mode": w["mode"], "precision": w["precision"],
                 "batch_size": str(w["batch_size"]), "resolution": str(w["resolution"][0]),
                 "memory_format": w["memory_format"], "optimizer": w.get("optimizer", "none"),
-                "reparam": "true" if w.get("reparam") else "false", "latency_ms": str(measurement["min_ms"]),
-                "file": f"h200-host-{w['mode']}-{w['precision']}-{w['memory_format']}"}
+                "reparam": "true" if w.get("reparam") else "false",
+                "compile": "true" if w.get("compile") else "false", "latency_ms": str(measurement["min_ms"]),
+                "file": f"h200-host-{w['mode']}-{w['precision']}-{w['memory_format']}"
+                        + ("-compile" if w.get("compile") else "")}
     return list(rows.values())
 
 

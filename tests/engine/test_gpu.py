@@ -1,6 +1,7 @@
 """On a real NVIDIA GPU (the H200 test host): a green context really takes SMs away, the timing path captures a
 CUDA graph, one built step is captured again under each green context, the memory cap turns a workload too big
-for the target into OOM, and a reparameterized model runs folded. Skipped without CUDA."""
+for the target into OOM, a reparameterized model runs folded, and a compiled one reports its compile apart. Skipped
+without CUDA."""
 
 from __future__ import annotations
 
@@ -65,6 +66,19 @@ def test_a_reparameterized_repvgg_runs_folded_and_faster() -> None:
     # Half the tensor-core launches and a fraction of the memory traffic: the H200 ran the development file's RepVGG
     # rows 1.76x faster folded; ask for well under that.
     assert folded.min_ms < 0.85 * plain.min_ms, (folded.min_ms, plain.min_ms)
+
+
+def test_a_compiled_resnet_reports_its_compile_apart_and_runs_faster() -> None:
+    from engine.timing import measure
+
+    eager, compiled = (measure(Workload(model="resnet18", mode="infer", batch_size=256, compile=compile_model),
+                               windows=3, window_ms=20.0, profile=True) for compile_model in (False, True))
+    assert eager.status == compiled.status == "done", (eager.error, compiled.error)
+    assert eager.compile_s is None
+    # Compiling takes seconds; a step, milliseconds: none of the compile is in the step time.
+    assert compiled.compile_s is not None and compiled.compile_s > 1.0
+    assert compiled.min_ms and eager.min_ms and compiled.min_ms < eager.min_ms, (compiled.min_ms, eager.min_ms)
+    assert compiled.kernel_ms["other"] < eager.kernel_ms["other"]  # fused passes over memory
 
 
 def test_memory_cap_turns_a_workload_too_big_for_the_target_into_oom() -> None:

@@ -105,3 +105,16 @@ def test_measure_builds_and_times_once_on_a_side_stream(monkeypatch: pytest.Monk
     assert (result.status, result.timing_mode, result.windows) == ("done", "graph", 3)
     assert cuda.builds() == [True]
     assert cuda.captures() == cuda.resets() == ["side-stream-1"]
+
+
+def test_a_compiled_workloads_compile_is_timed_apart_from_its_step(recorder: RestrictionRecorder,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    cuda = FakeCuda(first_call_s=0.3).install(monkeypatch)
+    compiled = measure(WORKLOAD.model_copy(update={"compile": True}), windows=3, window_ms=5.0)
+    # The first call (torch.compile compiling) is made as the step is built: the timed steps after it take what an
+    # eager step's do, and the compile shows in compile_s alone.
+    assert compiled.compile_s is not None and compiled.compile_s >= 0.3
+    eager = measure(WORKLOAD, windows=3, window_ms=5.0)
+    assert eager.compile_s is None
+    assert (compiled.status, compiled.timing_mode, compiled.min_ms) == ("done", "graph", eager.min_ms)
+    assert cuda.builds() == [True, True]

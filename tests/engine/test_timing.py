@@ -26,3 +26,12 @@ from engine.timing import kernel_class
 )
 def test_kernels_are_classed_by_what_limits_them(name: str, expected: str) -> None:
     assert kernel_class(name) == expected
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["triton_poi_fused__native_batch_norm_legit_no_training_convolution_relu_3",
+     "triton_red_fused__scaled_dot_product_efficient_attention_mean_7", "triton_per_fused_add_native_layer_norm_2"],
+)
+def test_inductors_own_kernels_are_memory_bound_whatever_ops_they_fused(name: str) -> None:
+    assert kernel_class(name) == "other"

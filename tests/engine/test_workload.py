@@ -135,7 +135,7 @@ def test_a_different_hyperparameter_is_a_different_workload() -> None:
     "change",
     [{"batch_size": 64}, {"resolution": 256}, {"precision": "fp32"}, {"mode": "infer"}, {"memory_format": "nhwc"},
      {"model": "resnet18d"}, {"in_chans": 1}, {"num_classes": 10}, {"optimizer": "adamw"},
-     {"torch_major": 1}],
+     {"torch_major": 1}, {"compile": True}],
 )
 def test_every_field_that_changes_the_step_changes_the_digest(change: dict[str, object]) -> None:
     changed = Workload.model_validate({"model": "resnet18", **change})
@@ -199,11 +199,49 @@ def test_a_row_that_says_it_was_measured_folded_is_a_reparam_workload() -> None:
     assert workload_from_row({**row, "reparam": "false"}).reparam is False
 
 
+def test_a_compiled_workload_is_another_workload_and_an_eager_one_keeps_its_digest() -> None:
+    eager = Workload(model="resnet18", mode="infer")
+    compiled = Workload(model="resnet18", mode="infer", compile=True)
+    assert compiled.canonical()["compile"] is True and compiled.digest() != eager.digest()
+    # Left out at its default, so every workload keeps the digest (and cached predictions) it had before.
+    assert "compile" not in eager.canonical()
+    assert eager.digest() == Workload(model="resnet18", mode="infer", compile=False).digest()
+    assert eager.digest() == "d50219358ae48e20f0fe367c04263136a57369195498a2f4a42517015cae7880"
+
+
+def test_compile_needs_pytorch_2() -> None:
+    with pytest.raises(ValidationError, match="compile needs PyTorch 2"):
+        Workload(model="resnet18", compile=True, torch_major=1)
+
+
+@pytest.mark.parametrize(
+    ("software", "compiled"),
+    [("torch 2.9.1 cu128 torch.compile (inductor)", True), ("torch 2.9.1 cu128", False), ("", False)],
+)
+def test_a_ground_truth_row_is_compiled_when_its_software_column_says_torch_compile(software: str,
+                                                                                   compiled: bool) -> None:
+    row = {"model": "repvgg_a0", "mode": "infer", "batch_size": "1024", "resolution": "224", "precision": "amp-fp16",
+           "memory_format": "nchw", "optimizer": "none", "software": software,
+           "source": "huggingface/pytorch-image-models results/benchmark-infer-amp-nchw-pt291-cu128-4090-dynamo.csv"}
+    workload = workload_from_row(row)
+    assert workload.compile is compiled
+    # timm's compiled runs are its eager runs compiled: reparameterized alike.
+    assert workload.reparam is (software != "")
+
+
+def test_a_row_that_says_it_was_measured_compiled_is_a_compiled_workload() -> None:
+    row = {"model": "resnet18", "mode": "infer", "batch_size": "8", "resolution": "224", "precision": "amp-fp16",
+           "memory_format": "nchw", "optimizer": "none", "compile": "true"}
+    assert workload_from_row(row).compile is True
+    assert workload_from_row({**row, "compile": "false"}).compile is False
+
+
 def test_canonical_form_round_trips_to_the_same_workload() -> None:
     for workload in (Workload(model="test_vit", mode="infer", resolution=[160, 128]),
                      Workload(model="resnet18", optimizer="sgd-nesterov", batch_size=8),
                      Workload(model="vit_tiny_patch16_224", torch_major=1),
-                     Workload(model="repvgg_a0", mode="infer", reparam=True)):
+                     Workload(model="repvgg_a0", mode="infer", reparam=True),
+                     Workload(model="resnet18", compile=True)):
         again = Workload.model_validate(workload.canonical())
         assert again == workload
         assert again.digest() == workload.digest()
@@ -227,3 +265,4 @@ def test_label_is_short_and_human() -> None:
     workload = Workload(model="resnet18", batch_size=8, resolution=[160, 128])
     assert workload.label == "resnet18 train amp-fp16 b8 160x128px"
     assert Workload(model="repvgg_a0", mode="infer", reparam=True).label.endswith(" reparam")
+    assert Workload(model="resnet18", mode="infer", compile=True).label.endswith(" compiled")

@@ -52,3 +52,14 @@ def test_a_model_one_file_ran_folded_and_another_plain_is_two_plans() -> None:
     plans = plan_sample([plain, folded], None, seed=0)
     assert sorted(plan.key.endswith("|reparam") for plan in plans) == [False, True]
     assert all(len(plan.rows) == 1 for plan in plans)
+
+
+def test_a_model_run_compiled_and_run_eagerly_is_two_plans() -> None:
+    from evaluation.evaluate import plan_sample
+
+    row = {"model": "resnet18", "mode": "infer", "precision": "amp-fp16", "batch_size": "1024", "resolution": "224",
+           "memory_format": "nchw", "optimizer": "none", "target": "GeForce RTX 4090", "source": "a harness"}
+    eager = {**row, "software": "torch 2.9.1 cu128"}
+    compiled = {**row, "software": "torch 2.9.1 cu128 torch.compile (inductor)"}
+    plans = plan_sample([eager, compiled], None, seed=0)
+    assert sorted(plan.key.endswith("|compile") for plan in plans) == [False, True]
