@@ -4,8 +4,9 @@ A client's round is download + local compute + upload:
 
 - download and upload move the model update, `update_bytes` = parameter count x bytes per value of `update_dtype`
   (or `update_mb` as given), over the client's link (understudy/links.py: per target, or its device kind's default);
-- local compute is the step's wall-clock time (understudy/steps.py: the predicted GPU time plus the CPU's cost of
-  launching its kernels) x local steps (`local_steps`, or `epochs` x `samples` / batch size, rounded up).
+- local compute is the step's wall-clock time (understudy/steps.py: the predicted GPU time or the CPU's time to
+  issue the step's ops, whichever is longer) x local steps (`local_steps`, or `epochs` x `samples` / batch size,
+  rounded up).
 
 Those are a device kind's *nominal* (median device's) times: compute A_d and communication B_d. Devices of one kind
 differ: a device's compute is A_d c and its communication B_d / b, with c = exp(s_c Z1) and b = exp(s_l Z2)
@@ -45,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from understudy.bands import DEFAULT_COVERAGE, ErrorBand
 from understudy.links import LINK_SIGMA, DeviceKind, Link, link_for
-from understudy.steps import COMPUTE_SIGMA, launch_ms
+from understudy.steps import COMPUTE_SIGMA, launch_ms, wall_ms
 
 UpdateDtype = Literal["fp32", "fp16", "bf16", "int8"]
 BYTES_PER_VALUE: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
@@ -157,7 +158,7 @@ class ClientKind:
     kind: DeviceKind
     share: float
     gpu_ms: float  # the predicted GPU time of a step
-    launch_ms: float  # the CPU's cost of launching the step's kernels
+    launch_ms: float  # the CPU's time to issue the step's ops
     steps: int
     link: Link
     download_s: float
@@ -170,8 +171,8 @@ class ClientKind:
 
     @property
     def step_ms(self) -> float:
-        """The wall-clock step: GPU time plus launches."""
-        return self.gpu_ms + self.launch_ms
+        """The wall-clock step: the GPU time or the CPU's issuing, whichever is longer."""
+        return wall_ms(self.gpu_ms, self.launch_ms)
 
     @property
     def nominal_s(self) -> float:
@@ -183,11 +184,11 @@ class ClientKind:
 
     def step_interval_ms(self, coverage: float = DEFAULT_COVERAGE) -> tuple[float, float] | None:
         """The wall-clock step's interval at `coverage` from the prediction's error band (on the GPU time; the
-        launches as they are), None without a band."""
+        CPU's issuing as it is), None without a band."""
         if self.band is None:
             return None
         low, high = self.band.interval(self.gpu_ms, coverage)
-        return low + self.launch_ms, high + self.launch_ms
+        return wall_ms(low, self.launch_ms), wall_ms(high, self.launch_ms)
 
     def step_band_sigma(self) -> float | None:
         """The lognormal sigma whose 80 % interval is the band's: for a simulator that samples a step."""
@@ -308,7 +309,7 @@ class RoundModel:
             kinds.append(ClientKind(
                 target_id=device.target_id, target_name=device.target_name, kind=device.kind,
                 share=device.weight / total, gpu_ms=device.step_ms, launch_ms=launches, steps=steps, link=link,
-                download_s=link.download_s(size), compute_s=(device.step_ms + launches) * steps / 1000.0,
+                download_s=link.download_s(size), compute_s=wall_ms(device.step_ms, launches) * steps / 1000.0,
                 upload_s=link.upload_s(size), sigma=_sigma(device, config.sigma),
                 compute_sigma=(config.device_compute_sigma if config.device_compute_sigma is not None
                                else COMPUTE_SIGMA[device.kind]),

@@ -8,8 +8,8 @@ in a round are its nominal download, compute and upload times, each times that r
 K of its participants have finished (every participant that finishes, without K); with fewer, at its last finisher,
 as FedScale's aggregator closes it. One seed gives the same trace.
 
-Each client carries its step's error band (understudy/bands.py, on the predicted GPU time; the kernel launches as
-they are): the step's interval at 80 % and the lognormal sigma whose 80 % interval that is, for a simulator that
+Each client carries its step's error band (understudy/bands.py, on the predicted GPU time; the CPU's issuing as it
+is): the step's interval at 80 % and the lognormal sigma whose 80 % interval that is, for a simulator that
 samples a step.
 
 The formats, each read by the tool's own code in tests/rounds/test_frameworks.py:

@@ -54,7 +54,7 @@ def test_the_rounds_are_the_round_model_over_the_reported_step_times(live):
     t4 = next(kind for kind in body["kinds"] if kind["target_id"] == "t4")
     assert (t4["device_kind"], t4["down_mbps"], t4["up_mbps"]) == ("datacenter", 200, 100)
     assert t4["download_s"] == pytest.approx(RESNET18_PARAMS * 4 * 8 / 200e6)
-    assert t4["step_ms"] == pytest.approx(t4["gpu_ms"] + kernels["t4"] * LAUNCH_US / 1000)
+    assert t4["step_ms"] == pytest.approx(max(t4["gpu_ms"], kernels["t4"] * LAUNCH_US / 1000))
     for outcome in body["rounds"]:
         k = outcome["k"]
         assert outcome["sampled"] == config.sampled(k)

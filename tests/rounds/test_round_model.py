@@ -73,19 +73,29 @@ def test_links_default_by_device_kind_and_can_be_given_per_target_or_per_kind():
     assert link_for("rtx-4090", "consumer", {"rtx-4090": Link(down_mbps=1, up_mbps=1), "consumer": fast}).down_mbps == 1
 
 
-def test_a_steps_wall_clock_time_adds_the_cpus_launches_to_its_gpu_time():
-    kinds = model(RoundConfig(local_steps=10), [DeviceStep("rtx-3090", 2.0, 1, "consumer", kernels=400)]).kinds
-    assert kinds[0].launch_ms == pytest.approx(400 * LAUNCH_US / 1000)
-    assert kinds[0].step_ms == pytest.approx(2.0 + 400 * LAUNCH_US / 1000)
-    assert kinds[0].compute_s == pytest.approx(10 * kinds[0].step_ms / 1000)
+def test_a_steps_wall_clock_time_is_the_slower_of_the_gpu_and_the_cpus_issuing():
+    cpu_bound, gpu_bound = model(RoundConfig(local_steps=10), [
+        DeviceStep("rtx-3090", 2.0, 1, "consumer", kernels=400),
+        DeviceStep("t4", 50.0, 1, "datacenter", kernels=400)]).kinds
+    issue_ms = 400 * LAUNCH_US / 1000
+    assert cpu_bound.launch_ms == gpu_bound.launch_ms == pytest.approx(issue_ms)
+    assert cpu_bound.step_ms == pytest.approx(issue_ms)  # the GPU's 2 ms run while the CPU issues
+    assert gpu_bound.step_ms == pytest.approx(50.0)  # the CPU's issuing hides behind the kernels
+    assert cpu_bound.compute_s == pytest.approx(10 * issue_ms / 1000)
+    assert gpu_bound.compute_s == pytest.approx(10 * 50.0 / 1000)
 
 
 def test_a_kinds_step_interval_applies_its_error_band_to_the_gpu_time():
     band = ErrorBand(model="test", center=0.0, scale=0.2, z=tuple(np.linspace(-2, 2, 39)), basis="test")
-    kind = model(RoundConfig(), [DeviceStep("rtx-3090", 10.0, 1, "consumer", kernels=100, band=band)]).kinds[0]
     low, high = band.interval(10.0, 0.8)
-    assert kind.step_interval_ms(0.8) == pytest.approx((low + kind.launch_ms, high + kind.launch_ms))
-    assert kind.step_band_sigma() == pytest.approx(math.log((high + kind.launch_ms) / (low + kind.launch_ms)) / 2.5632)
+    gpu_bound = model(RoundConfig(), [DeviceStep("rtx-3090", 10.0, 1, "consumer", kernels=100, band=band)]).kinds[0]
+    assert gpu_bound.launch_ms < low
+    assert gpu_bound.step_interval_ms(0.8) == pytest.approx((low, high))
+    assert gpu_bound.step_band_sigma() == pytest.approx(math.log(high / low) / 2.5632)
+    # Where the CPU's issuing is slower than the band's low end, no faster GPU makes the step faster.
+    mixed = model(RoundConfig(), [DeviceStep("rtx-3090", 10.0, 1, "consumer", kernels=180, band=band)]).kinds[0]
+    assert low < mixed.launch_ms < high
+    assert mixed.step_interval_ms(0.8) == pytest.approx((mixed.launch_ms, high))
     assert model(RoundConfig()).kinds[0].step_interval_ms() is None  # no band, no interval
 
 
