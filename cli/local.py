@@ -4,16 +4,20 @@ The store is looked up before anything heavy is imported. A cache key needs only
 engine.probe remembers from the last probe, so an answer that is all in the cache costs no torch import (under a
 second, process start included: benchmarks/cli/), and a SQLite cache is read without SQLAlchemy. A miss builds the
 engine (torch, a fresh host probe) and measures the missing targets together.
+
+Measuring takes seconds on the GPU, so before it the command can show estimates (estimate_first): the analytic
+roofline's answer for each target the store lacks, which needs no GPU, cached as any other prediction.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from understudy.calibration import CalibrationSet
 from understudy.catalog import TargetSpec
+from understudy.errors import UnderstudyError
 from understudy.keys import cache_key, expected_identity
 from understudy.results import HostInfo, PredictionResult, Status
 from understudy.settings import Settings
@@ -27,6 +31,18 @@ if TYPE_CHECKING:
     from engine.engine import Engine, Progress
 
 Rows = list[tuple[PredictionResult, bool]]
+
+# What stands in for a measurement while it runs: the roofline, which needs no GPU.
+ESTIMATE_ESTIMATOR = "analytic"
+
+
+class Answer(NamedTuple):
+    """One target's answer as the command shows it: whether the store served it, and whether it is an estimate
+    standing in for a measurement not yet made."""
+
+    result: PredictionResult
+    cached: bool
+    estimate: bool = False
 
 
 def lookup(db: DbEngine, keys: list[str]) -> dict[str, PredictionResult]:
@@ -66,6 +82,45 @@ def predict_cached(engine: Engine, db: DbEngine, workload: Workload, targets: li
                 save_result(session, cache_key=key, workload=workload, target=target, identity=identity,
                             result=fresh[key])
     return [(found[k], True) if k in found else (fresh[k], False) for k in keys]
+
+
+def measures_on_gpu(engine: Engine, estimator_name: str | None, targets: list[TargetSpec],
+                    calibrations: Mapping[str, CalibrationSet] | None = None) -> bool:
+    """Whether predicting these targets times the workload on this machine's GPU: the estimator's own need, or the
+    calibrated estimator's base's, for each target it has a calibration of (one without fails, measuring nothing)."""
+    from engine.estimators.calibrated import CalibratedEstimator
+
+    estimator = engine.estimator(estimator_name)
+    if not isinstance(estimator, CalibratedEstimator):
+        return estimator.needs_gpu
+    given = calibrations or {}
+    for target in targets:
+        if target.id in given:
+            try:
+                if estimator.base(engine, given[target.id]).needs_gpu:
+                    return True
+            except UnderstudyError:  # a base this machine cannot run: that target's result will say so
+                continue
+    return False
+
+
+def estimate_first(engine: Engine, db: DbEngine, workload: Workload, targets: list[TargetSpec],
+                   estimator_name: str | None = None, progress: Progress | None = None,
+                   calibrations: Mapping[str, CalibrationSet] | None = None) -> list[Answer] | None:
+    """What to show while the estimator measures: each target's stored answer, else its ESTIMATE_ESTIMATOR answer
+    (stored too, so a repeat has it at once). None when nothing would be measured: every answer is stored, or the
+    estimator does not time the workload on the GPU (its answer comes as fast as an estimate would)."""
+    name = engine.estimator(estimator_name).name
+    keys = [cache_key(workload, t, engine.identity(name, t, calibrations)) for t in targets]
+    found = lookup(db, keys)
+    missing = {k: t for t, k in zip(targets, keys, strict=True) if k not in found}
+    if not missing or not measures_on_gpu(engine, name, list(missing.values()), calibrations):
+        return None
+    if progress:
+        progress(f"estimating {workload.label} on {len(missing)} target(s) without the GPU")
+    estimated = dict(zip(missing, predict_cached(engine, db, workload, list(missing.values()), ESTIMATE_ESTIMATOR),
+                         strict=True))
+    return [Answer(found[k], True) if k in found else Answer(*estimated[k], estimate=True) for k in keys]
 
 
 class LocalPredictor:
@@ -120,6 +175,17 @@ class LocalPredictor:
         if len(found) < len(set(keys)):
             return None
         return [(found[key], True) for key in keys]
+
+    def estimates(self, workload: Workload, targets: list[TargetSpec], estimator_name: str | None = None,
+                  progress: Progress | None = None,
+                  calibrations: Mapping[str, CalibrationSet] | None = None) -> list[Answer] | None:
+        """estimate_first's answers to show before predict() measures; None, without the engine, when the store
+        holds every answer."""
+        if self.cached(workload, targets, estimator_name, calibrations) is not None:
+            return None
+        if progress and self._engine is None:
+            progress("loading torch and timm")
+        return estimate_first(self.engine(), self.store(), workload, targets, estimator_name, progress, calibrations)
 
     def predict(self, workload: Workload, targets: list[TargetSpec], estimator_name: str | None = None,
                 progress: Progress | None = None,

@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, NoReturn, Optional
+from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
 
 import typer
 from rich import box
@@ -18,7 +18,13 @@ from understudy.catalog import catalog, resolve_target
 from understudy.errors import UnderstudyError
 from understudy.results import PredictionResult, Status
 from understudy.settings import get_settings
-from cli.terminal import Command, Group, Steps, failure_lines, third_party_warnings
+from cli.terminal import Command, Group, Refining, Steps, failure_lines, third_party_warnings
+
+if TYPE_CHECKING:
+    from understudy.catalog import TargetSpec
+    from understudy.results import HostInfo
+    from understudy.workload import Workload
+    from cli.local import Answer
 
 # Rows of a ground-truth file that cannot be read, listed by `evaluate` before it goes on without them.
 SKIPPED_ROWS_SHOWN = 10
@@ -60,6 +66,8 @@ def predict(
                                              "unfused, optimizers stepping one weight at a time)")] = 2,
     reparam: Annotated[bool, typer.Option("--reparam", help="inference of the deployed form: train-time branches "
                                           "folded into the convolutions (timm.utils.reparameterize_model)")] = False,
+    compile_model: Annotated[bool, typer.Option("--compile", help="the model compiled with torch.compile (inductor, "
+                                                "default mode); compile time is not in the step time")] = False,
     estimator: Annotated[Optional[str], typer.Option(help="spec|flops|analytic|hostaware|calibrated")] = None,
     calibration: Annotated[Optional[Path], typer.Option(
         help='for --estimator calibrated: a JSON file {"<target>": {"points": [{"workload": {...}, '
@@ -69,6 +77,9 @@ def predict(
     gpu: Annotated[int, typer.Option(help="GPU index")] = 0,
     coverage: Annotated[float, typer.Option(help="the share of measured step times the interval beside each "
                                                  "prediction is meant to hold, 0.5 to 0.95")] = DEFAULT_COVERAGE,
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="where the estimator measures on this GPU: wait "
+                                       "for its answers (on a terminal, analytic estimates show meanwhile), or print "
+                                       "the estimates alone and measure nothing")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="give failures' reasons whole, and other "
                                                                   "packages' warnings")] = False,
@@ -78,13 +89,16 @@ def predict(
 
     Each time comes with the interval where `--coverage` of measured times fall, and each target with whether the
     workload fits its memory (fits, tight: it may or may not, oom). Exits 0 when every target has its answer (a
-    workload that does not fit is an answer: oom), 1 when any target failed, 2 when the request itself is wrong."""
+    workload that does not fit is an answer: oom), 1 when any target failed, 2 when the request itself is wrong.
+
+    Measuring takes seconds, so on a terminal the table first shows the analytic estimate of each target the cache
+    lacks, and each line is updated in place as its measured answer lands; --no-wait prints the estimates alone."""
     from pydantic import ValidationError
 
     from understudy.calibration import CalibrationSet
     from understudy.catalog import InlineTarget
     from understudy.workload import Workload
-    from cli.local import LocalPredictor
+    from cli.local import Answer, LocalPredictor
 
     try:
         check_coverage(coverage)
@@ -96,7 +110,7 @@ def predict(
     try:
         workload = Workload(model=model, mode=mode, batch_size=batch_size, resolution=resolution,
                             precision=precision, optimizer=optimizer, memory_format=memory_format,
-                            torch_major=torch_major, reparam=reparam)
+                            torch_major=torch_major, reparam=reparam, compile=compile_model)
         specs = [resolve_target(name.strip()) for name in targets.split(",") if name.strip()]
         if target_spec is not None:
             given = _read_json(target_spec, "target spec")
@@ -112,54 +126,84 @@ def predict(
                 _fail(f"{calibration}: expected an object of calibrations by target")
             calibrations = {resolve_target(name).id: CalibrationSet.model_validate(points)
                             for name, points in given.items()}
-        with third_party_warnings(verbose), Steps(console) as steps:
-            steps("looking up the cache")
-            local = LocalPredictor(settings, database_url or settings.database_url, gpu_index=gpu)
-            if not local.remembers_host:
-                steps("loading torch and probing this machine's GPU")
-            if not local.host.has_gpu and estimator is None:
-                console.print(f"[yellow]{local.host.note}[/yellow]; using the analytic estimator")
-            rows = local.predict(workload, specs, estimator, progress=steps, calibrations=calibrations)
+        screen = Console()
+        started = time.monotonic()
+        with third_party_warnings(verbose):
+            with Steps(console) as steps:
+                steps("looking up the cache")
+                local = LocalPredictor(settings, database_url or settings.database_url, gpu_index=gpu)
+                if not local.remembers_host:
+                    steps("loading torch and probing this machine's GPU")
+                if not local.host.has_gpu and estimator is None:
+                    console.print(f"[yellow]{local.host.note}[/yellow]; using the analytic estimator")
+                # Estimates are worth computing only where someone sees them before the measured answers.
+                early = (local.estimates(workload, specs, estimator, steps, calibrations)
+                         if not wait or (screen.is_terminal and not as_json) else None)
+                estimated_s = time.monotonic() - started
+                answers = early if early is not None else [
+                    Answer(result, cached)
+                    for result, cached in local.predict(workload, specs, estimator, steps, calibrations)]
             host = local.host
+            if early is not None and wait:
+                with Refining(screen, _table(workload, host, specs, early, coverage, screen.width),
+                              f"measuring on {host.gpu_name}") as refining:
+                    answers = [Answer(result, cached) for result, cached in
+                               local.predict(workload, specs, estimator, refining, calibrations)]
+                    refining.show(_table(workload, host, specs, answers, coverage, screen.width))
     except ValidationError as exc:
         _fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
     except UnderstudyError as exc:
         _fail(str(exc))
-    failed = any(result.status == Status.failed for result, _ in rows)
+    failed = any(answer.result.status == Status.failed for answer in answers)
     if as_json:
-        out = [{**result.model_dump(mode="json"), "interval_ms": result.interval_ms(coverage), "coverage": coverage,
-                "target_name": spec.name, "cached": cached}
-               for spec, (result, cached) in zip(specs, rows, strict=True)]
+        out = [{**answer.result.model_dump(mode="json"), "interval_ms": answer.result.interval_ms(coverage),
+                "coverage": coverage, "target_name": spec.name, "cached": answer.cached,
+                "answer": "estimate" if answer.estimate else "final"}
+               for spec, answer in zip(specs, answers, strict=True)]
         sys.stdout.write(json.dumps({"workload": workload.canonical(), "host": host.model_dump(mode="json"),
                                      "predictions": out}, indent=2) + "\n")
         raise typer.Exit(1 if failed else 0)
-    # The numbers are never cut: on a narrow terminal the words around them wrap, and below 110 columns the host
-    # setting is left out (`--json` has everything).
-    screen = Console()
-    wide = screen.width >= 110
-    table = Table(title=f"{workload.label} on {host.gpu_name or 'no GPU'}",
-                  caption=f"predicted ms (low-high): {coverage:.0%} of measured times fall inside; memory: fits, "
-                          "tight (it may or may not fit) or oom")
-    memory = [result.memory.describe() if result.memory else "-" for result, _ in rows]
-    longest_word = max(len(word) for text in memory for word in text.split())
-    for column in ("target", "predicted ms", "samples/s", "memory", *(["host setting"] if wide else []),
-                   "estimator", "cached"):
-        table.add_column(column, justify="right" if column in ("predicted ms", "samples/s") else "left",
-                         no_wrap=column in ("predicted ms", "samples/s") or (wide and column == "memory"),
-                         min_width=longest_word if column == "memory" else None, overflow="fold")
-    for spec, (result, cached), fit in zip(specs, rows, memory, strict=True):
-        rate = f"{result.samples_per_s:.0f}" if result.samples_per_s else "-"
-        setting = [result.host_setting.describe() if result.host_setting else "no GPU (counted)"] if wide else []
-        table.add_row(spec.name, _predicted_ms(result, coverage), rate, fit, *setting,
-                      f"{result.estimator}@{result.estimator_version}", "yes" if cached else "")
-    screen.print(table)
-    for line in failure_lines([(spec.name, result) for spec, (result, _) in zip(specs, rows, strict=True)],
+    if early is None or not wait:
+        screen.print(_table(workload, host, specs, answers, coverage, screen.width))
+    for line in failure_lines([(spec.name, answer.result) for spec, answer in zip(specs, answers, strict=True)],
                               verbose):
         console.print(line, markup=False, highlight=False)
+    if verbose and early is not None:
+        measured = f", measured answers after {time.monotonic() - started:.1f} s" if wait else ""
+        console.print(f"[dim]estimates after {estimated_s:.1f} s{measured}[/dim]")
     if failed:
         if not verbose:
             console.print("[dim]the whole reasons: -v, or --json[/dim]")
         raise typer.Exit(1)
+
+
+def _table(workload: Workload, host: HostInfo, specs: list[TargetSpec], answers: list[Answer], coverage: float,
+           width: int) -> Table:
+    """The answers as a table; an estimate's line is dim, and the caption says what an estimate is. The numbers are
+    never cut: on a narrow terminal the words around them wrap, and below 110 columns the host setting is left out
+    (`--json` has everything)."""
+    wide = width >= 110
+    caption = (f"predicted ms (low-high): {coverage:.0%} of measured times fall inside; memory: fits, tight (it may "
+               "or may not fit) or oom")
+    if any(answer.estimate for answer in answers):
+        caption += "; estimated: the analytic roofline's answer and band, counted without the GPU"
+    table = Table(title=f"{workload.label} on {host.gpu_name or 'no GPU'}", caption=caption)
+    memory = [answer.result.memory.describe() if answer.result.memory else "-" for answer in answers]
+    longest_word = max(len(word) for text in memory for word in text.split())
+    for column in ("target", "predicted ms", "samples/s", "memory", *(["host setting"] if wide else []),
+                   "estimator", "answer"):
+        table.add_column(column, justify="right" if column in ("predicted ms", "samples/s") else "left",
+                         no_wrap=column in ("predicted ms", "samples/s") or (wide and column == "memory"),
+                         min_width=longest_word if column == "memory" else None, overflow="fold")
+    for spec, answer, fit in zip(specs, answers, memory, strict=True):
+        result = answer.result
+        rate = f"{result.samples_per_s:.0f}" if result.samples_per_s else "-"
+        counted = "counted, not run" if host.has_gpu else "no GPU (counted)"
+        setting = [result.host_setting.describe() if result.host_setting else counted] if wide else []
+        how = "estimated" if answer.estimate else "cached" if answer.cached else ""
+        table.add_row(spec.name, _predicted_ms(result, coverage), rate, fit, *setting,
+                      f"{result.estimator}@{result.estimator_version}", how, style="dim" if answer.estimate else None)
+    return table
 
 
 def _ms(value: float) -> str:

@@ -1,5 +1,6 @@
-"""How the command line talks to a person: progress shown only on a terminal, one short line per failed target,
-third-party warnings kept out of the output, and help that shows no type beside a flag.
+"""How the command line talks to a person: progress shown only on a terminal, a table redrawn in place as its
+answers land, one short line per failed target, third-party warnings kept out of the output, and help that shows no
+type beside a flag.
 """
 
 from __future__ import annotations
@@ -11,7 +12,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
+from rich.console import Group as Lines
+from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from understudy.results import PredictionResult, Status
@@ -44,6 +50,33 @@ class Steps:
 
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
+
+
+class Refining:
+    """A table shown at once on a terminal `console` and redrawn in place (show) as better answers land, with a
+    spinner line under it saying what runs meanwhile: call it with each step's description, as Steps. When it stops,
+    the last table shown stays, without the spinner."""
+
+    def __init__(self, console: Console, table: Table, description: str) -> None:
+        self.table = table
+        self.status = Spinner("dots", Text(description, style="dim"), style="dim")
+        self.live = Live(Lines(table, self.status), console=console)
+
+    def __call__(self, description: str) -> None:
+        self.status.update(text=Text(description, style="dim"))
+
+    def show(self, table: Table) -> None:
+        """`table` in place of the one shown, and of the spinner line."""
+        self.table = table
+        self.live.update(table, refresh=True)
+
+    def __enter__(self) -> Refining:
+        self.live.start(refresh=True)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.live.update(self.table)
+        self.live.stop()
 
 
 @contextmanager

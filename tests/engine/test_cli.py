@@ -1,18 +1,22 @@
 """`understudy predict` and `understudy targets` end to end, in-process through typer's runner, on a machine
 without a GPU (NVML made unloadable, so this also holds on the GPU test host), with a SQLite cache and a cache
-folder (the remembered host probe) per test."""
+folder (the remembered host probe) per test; what `predict` shows before and after it measures, on a fake H200."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
+from tests.fakes import FakeNvml, FakeTimer, RestrictionRecorder, h200_host
 from typer.testing import CliRunner
 
 from cli.main import cli
@@ -434,3 +438,175 @@ def test_a_cached_answer_imports_no_torch(database_url: str, cache_dir: Path) ->
     assert [p["cached"] for p in json.loads(again.stdout)["predictions"]] == [True, True]
     for key in ("latency_ms", "interval_ms", "memory"):
         assert json.loads(again.stdout)["predictions"][0][key] == json.loads(first.stdout)["predictions"][0][key]
+
+
+# --- on a GPU: estimates at once, then the measured answers ------------------------------------------------------
+
+@pytest.fixture
+def gpu_timer(monkeypatch: pytest.MonkeyPatch, nvml: FakeNvml, recorder: RestrictionRecorder) -> FakeTimer:
+    """This machine plays an H200 (tests.fakes): its NVML and probe are the fake's, its restrictions recorded, and
+    each measurement is the fake timer's, made at once."""
+    timer = FakeTimer(nvml=nvml)
+    monkeypatch.setattr("engine.probe.load_nvml", lambda: nvml)
+    monkeypatch.setattr("engine.engine.probe_host", lambda gpu_index=0, nvml=None: h200_host())
+    monkeypatch.setattr("engine.timing.StepTimer", timer)
+    return timer
+
+
+@pytest.fixture
+def gpu_database_url(tmp_path: Path, gpu_timer: FakeTimer) -> str:
+    return f"sqlite:///{tmp_path / 'predictions.sqlite'}"
+
+
+def test_no_wait_prints_the_estimates_and_measures_nothing(gpu_database_url: str, gpu_timer: FakeTimer) -> None:
+    result = invoke("predict", "test_vit", "--targets", "t4,rtx3090", "--no-wait", "--database-url",
+                    gpu_database_url)
+    assert result.exit_code == 0, result.output
+    for name in ("NVIDIA Tesla T4", "GeForce RTX 3090"):
+        assert "analytic@" in table_row(result.stdout, name) and "estimated" in table_row(result.stdout, name)
+    assert "estimated: the analytic roofline's answer" in words(result.stdout)
+    assert gpu_timer.calls == []
+
+
+def test_no_wait_json_says_each_answer_is_an_estimate(gpu_database_url: str, gpu_timer: FakeTimer) -> None:
+    out = predict_json(gpu_database_url, "test_vit", "t4,rtx3090", "--no-wait")
+    assert [(p["answer"], p["estimator"]) for p in out["predictions"]] == [("estimate", "analytic")] * 2
+    assert gpu_timer.calls == []
+
+
+def test_an_estimate_is_cached_so_a_repeat_has_it_at_once(gpu_database_url: str) -> None:
+    first = predict_json(gpu_database_url, "test_vit", "t4", "--no-wait")
+    again = predict_json(gpu_database_url, "test_vit", "t4", "--no-wait")
+    assert [(p["answer"], p["cached"]) for p in again["predictions"]] == [("estimate", True)]
+    assert again["predictions"][0]["latency_ms"] == first["predictions"][0]["latency_ms"]
+
+
+def test_no_wait_gives_a_cached_measured_answer_as_final_and_estimates_only_the_rest(gpu_database_url: str) -> None:
+    predict_json(gpu_database_url, "test_vit", "t4")
+    out = predict_json(gpu_database_url, "test_vit", "t4,rtx3090", "--no-wait")
+    assert [(p["answer"], p["estimator"], p["cached"]) for p in out["predictions"]] == [
+        ("final", "hostaware", True), ("estimate", "analytic", False)]
+
+
+def test_json_prints_only_the_final_answers(gpu_database_url: str, gpu_timer: FakeTimer) -> None:
+    out = predict_json(gpu_database_url, "test_vit", "t4,rtx3090")
+    assert [(p["answer"], p["estimator"]) for p in out["predictions"]] == [("final", "hostaware")] * 2
+    assert len(gpu_timer.calls) == 1
+
+
+def test_piped_output_is_the_final_table_alone(gpu_database_url: str) -> None:
+    result = invoke("predict", "test_vit", "--targets", "t4,rtx3090", "--database-url", gpu_database_url)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("test_vit train amp-fp16 b32 224px on NVIDIA H200") == 1
+    assert [line.count("hostaware@") for line in result.stdout.splitlines() if "│ " in line] == [1, 1]
+    assert "estimate" not in result.stdout and "analytic" not in result.stdout
+
+
+@pytest.mark.parametrize(("base", "answer"), [("hostaware", "estimate"), ("analytic", "final")])
+def test_a_calibrated_estimator_shows_estimates_first_only_over_a_base_that_measures(
+        gpu_database_url: str, tmp_path: Path, base: str, answer: str) -> None:
+    points = {"t4": {"points": [{"workload": {"model": "test_vit"}, "measured_ms": 3.0}], "base_estimator": base}}
+    (tmp_path / "points.json").write_text(json.dumps(points))
+    out = predict_json(gpu_database_url, "test_vit", "t4", "--estimator", "calibrated", "--calibration",
+                       str(tmp_path / "points.json"), "--no-wait")
+    assert [p["answer"] for p in out["predictions"]] == [answer]
+
+
+def test_without_a_gpu_no_wait_changes_nothing_the_answer_is_final(database_url: str) -> None:
+    out = predict_json(database_url, "test_vit", "t4", "--no-wait")
+    assert [(p["answer"], p["estimator"]) for p in out["predictions"]] == [("final", "analytic")]
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_how_long_the_estimates_took_is_said_only_with_verbose(gpu_database_url: str, verbose: bool) -> None:
+    result = invoke("predict", "test_vit", "--targets", "t4", "--no-wait", *(["-v"] if verbose else []),
+                    "--database-url", gpu_database_url)
+    assert result.exit_code == 0, result.output
+    assert ("estimates after" in result.stderr) is verbose
+
+
+def terminal_screen(raw: str) -> list[str]:
+    """The lines a terminal shows after `raw`: carriage returns, newlines, cursor-up (CSI n A) and erase-line
+    (CSI 2K) applied, styles (CSI m) and the cursor's visibility (CSI ?25 h/l) dropped. Any other escape fails the
+    test rather than being drawn wrong."""
+    lines, row, col = [""], 0, 0
+    for token in re.finditer(r"\x1b\[(\??[0-9;]*)([A-Za-z])|\r|\n|[^\x1b\r\n]+", raw):
+        text, params, command = token.group(0), token.group(1), token.group(2)
+        if command == "A":
+            row = max(0, row - int(params or 1))
+        elif command == "K" and params == "2":
+            lines[row] = ""
+        elif command == "m" or (command in ("h", "l") and params == "?25"):
+            pass
+        elif command is not None:
+            raise AssertionError(f"an escape the test does not draw: {text!r}")
+        elif text == "\r":
+            col = 0
+        elif text == "\n":
+            row, col = row + 1, 0
+            lines += [""] * (row + 1 - len(lines))
+        else:
+            line = lines[row].ljust(col)
+            lines[row] = line[:col] + text + line[col + len(text):]
+            col += len(text)
+    return lines
+
+
+def test_on_a_terminal_each_line_shows_its_estimate_then_turns_in_place_into_its_measured_answer(
+        gpu_database_url: str, gpu_timer: FakeTimer, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in (("COLUMNS", "150"), ("LINES", "50"), ("TERM", "xterm-256color")):
+        monkeypatch.setenv(name, value)
+    for name in ("TTY_COMPATIBLE", "TTY_INTERACTIVE", "NO_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    terminal, tty = os.openpty()
+    shown = bytearray()
+    estimate_shown = threading.Event()
+
+    def read_terminal() -> None:
+        while True:
+            try:
+                chunk = os.read(terminal, 65536)
+            except OSError:  # EIO: the command's side is closed
+                return
+            if not chunk:
+                return
+            shown.extend(chunk)
+            if b"estimated" in shown:
+                estimate_shown.set()
+
+    # The measurement begins only once the terminal shows the estimate (or a minute has passed, and the test fails).
+    measured_after_estimate: list[bool] = []
+
+    def timer_after_estimate(workload: Any, device_index: int = 0) -> Any:
+        measured_after_estimate.append(estimate_shown.wait(timeout=60))
+        return gpu_timer(workload, device_index)
+
+    monkeypatch.setattr("engine.timing.StepTimer", timer_after_estimate)
+    reader = threading.Thread(target=read_terminal)
+    reader.start()
+    try:
+        with open(tty, "w", closefd=False) as out, monkeypatch.context() as on_terminal:
+            on_terminal.setattr(sys, "stdout", out)
+            on_terminal.setattr(sys, "stderr", out)
+            code = typer.main.get_command(cli).main(["predict", "test_vit", "--targets", "t4,rtx3090",
+                                                     "--database-url", gpu_database_url], standalone_mode=False)
+            out.flush()
+    finally:
+        os.close(tty)
+        reader.join(timeout=30)
+        os.close(terminal)
+
+    assert code in (None, 0)
+    assert measured_after_estimate == [True]
+    screen = terminal_screen(shown.decode())
+    rows = [line for line in screen if "NVIDIA Tesla T4" in line or "GeForce RTX 3090" in line]
+    assert len(rows) == 2 and all("hostaware@" in line for line in rows)
+    assert not any("estimated" in line or "analytic@" in line for line in screen)
+    assert sum("on NVIDIA H200" in line for line in screen) == 1
+
+
+def test_a_compiled_model_is_predicted_faster_than_its_eager_form(database_url: str) -> None:
+    eager, compiled = (predict_json(database_url, "resnet18", "rtx-4090", "--mode", "infer", *flag)
+                       for flag in ((), ("--compile",)))
+    assert compiled["workload"]["compile"] is True and "compile" not in eager["workload"]
+    assert compiled["predictions"][0]["latency_ms"] < eager["predictions"][0]["latency_ms"]

@@ -3,6 +3,7 @@ together, failures are tried again, and a measured result is keyed to the host t
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +136,17 @@ def test_cache_keys_need_no_engine(cpu_engine: CountingEngine) -> None:
         for given in (calibrations, {}):
             assert expected_identity("calibrated", t4, engine.host, engine.settings, given) == engine.identity(
                 "calibrated", t4, given)
+
+
+def test_a_cache_file_made_before_a_column_was_added_gains_it_and_keeps_its_results(
+        tmp_path: Path, cpu_engine: CountingEngine) -> None:
+    path = tmp_path / "earlier.sqlite"
+    first = predict_cached(cpu_engine, init_sqlite(f"sqlite:///{path}"), WORKLOAD, [catalog().get("t4")])
+    with sqlite3.connect(path) as connection:
+        connection.execute("ALTER TABLE predictions DROP COLUMN estimate")  # as an earlier version made the file
+
+    again = predict_cached(cpu_engine, init_sqlite(f"sqlite:///{path}"), WORKLOAD,
+                           [catalog().get("t4"), catalog().get("l4")])
+
+    assert [cached for _, cached in again] == [True, False]
+    assert again[0][0].latency_ms == first[0][0].latency_ms
