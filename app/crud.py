@@ -1,18 +1,21 @@
 """Reading and writing the ledger for the API. Keyword-only functions; no HTTP here, no GPU code anywhere.
 
 A POST turns into rows with INSERT ... ON CONFLICT (cache_key) DO NOTHING: whichever of two identical requests
-inserts first queues the job, the other finds the row. Rows are committed before their job is enqueued.
+inserts first queues the job, the other finds the row. Rows are committed before their job is enqueued. Rows queued
+for a GPU measurement are given a GPU-free estimate first (estimate_waiting).
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from redis import Redis
-from sqlalchemy import func, or_, select
+from redis.exceptions import RedisError
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -22,20 +25,23 @@ from app.security import Caller
 from ledger.admission import admit, calibrated_seconds, estimate_seconds, job_started
 from understudy.calibration import CalibrationSet
 from understudy.catalog import InlineTarget, TargetSpec, resolve_target
-from ledger.dispatch import enqueue, new_job_id, rq_queue
+from ledger.dispatch import enqueue, enqueue_estimate, new_job_id, rq_queue
 from understudy.estimator_info import (CALIBRATED_ESTIMATOR, DEFAULT_CPU_ESTIMATOR, DEFAULT_GPU_ESTIMATOR,
-                                       estimator_info, estimator_version)
+                                       ESTIMATE_ESTIMATOR, estimator_info, estimator_version)
 from understudy.keys import CacheIdentity, cache_identity, cache_key
 from understudy.populations import DeviceLatency, ExcludedDevice, PopulationSummary, summarize
 from ledger.queues import CPU_QUEUE, GPU_QUEUE_PREFIX, alive_key, is_gpu_queue
-from understudy.results import Status
+from understudy.results import Estimate, Status
 from understudy.settings import Settings
 from ledger.models import Calibration, Host, Population, Prediction, PredictionOwner, new_id, utcnow
 from ledger.calibrations import calibration_digest, calibration_set
-from ledger.predictions import insert_queued, new_row, requeue_failed
+from ledger.predictions import insert_queued, new_row, record_estimate, requeue_failed, to_result
 from understudy.workload import Workload
 
+log = logging.getLogger(__name__)
+
 CACHED_STATES = (Status.done.value, Status.oom.value)
+WAITING_STATES = (Status.queued.value, Status.running.value)
 ANONYMOUS = "anonymous"  # the owner admission control charges when the service runs without keys
 
 
@@ -371,6 +377,9 @@ def create_predictions(*, session: Session, redis: Redis, settings: Settings, re
                            details={key: {"calibration_id": calibration_of[key].id}
                                     for key in retry if key in calibration_of})
     session.commit()
+    if ours and placement.gpu_fingerprint is not None:
+        # Before the measuring job: an idle worker that serves both queues wakes to whichever is pushed first.
+        estimate_waiting(session=session, redis=redis, settings=settings, workload=workload, specs=unique, ids=ours)
 
     rows = {row.cache_key: row for row in session.scalars(
         select(Prediction).where(Prediction.cache_key.in_(keys)).execution_options(populate_existing=True))}
@@ -385,6 +394,35 @@ def create_predictions(*, session: Session, redis: Redis, settings: Settings, re
         job_started(redis, queue=placement.host_class, owner=owner)  # another request queued them: nothing waits
     record_owner(session=session, caller=caller, rows=list(rows.values()), request_id=request_id)
     return Created(request_id, [rows[key] for key in keys], cached, queued_job)
+
+
+def estimate_waiting(*, session: Session, redis: Redis, settings: Settings, workload: Workload,
+                     specs: dict[str, TargetSpec], ids: list[str]) -> None:
+    """Give rows just queued for a GPU measurement (ids; their targets by cache key in `specs`) a GPU-free estimate:
+    at once from a finished prediction of the same workload and target by the estimate's estimator, whose cache key
+    names no host, else through one estimate job at the front of the "cpu" queue. A row that kept its estimate
+    through a retry needs none. Never fails the request: without Redis the rows just wait for their measurement."""
+    waiting = list(session.scalars(select(Prediction).where(Prediction.id.in_(ids), Prediction.estimate.is_(None))))
+    if not waiting:
+        return
+    identity = _anywhere(ESTIMATE_ESTIMATOR, settings).identity
+    source_key = {row.id: cache_key(workload, specs[row.cache_key], identity) for row in waiting}
+    held = {row.cache_key: row for row in session.scalars(select(Prediction).where(
+        Prediction.cache_key.in_(set(source_key.values())), Prediction.status.in_(CACHED_STATES)))}
+    missing = set()
+    for row in waiting:
+        source = held.get(source_key[row.id])
+        if source is None:
+            missing.add(row.id)
+        else:
+            record_estimate(session, row.id, to_result(source))
+    session.commit()
+    if not missing:
+        return
+    try:
+        enqueue_estimate(redis, settings, prediction_ids=[i for i in ids if i in missing])
+    except RedisError as exc:
+        log.warning("no estimate job for %d row(s): %s", len(missing), exc)
 
 
 def owned_by(owner: str) -> Any:
@@ -433,12 +471,22 @@ class PredictionFilters:
         if self.estimator:
             out.append(Prediction.estimator == self.estimator)
         if self.status:
-            out.append(Prediction.status == self.status.value)
+            out.append(status_condition(self.status))
         if self.since:
             out.append(Prediction.created_at >= self.since)
         if self.until:
             out.append(Prediction.created_at < self.until)
         return out
+
+
+def status_condition(status: Status) -> Any:
+    """Rows a reader is shown with this status (understudy.results.shown_status): `estimated` is a queued or running
+    row that carries an estimate, so `queued` and `running` are those rows without one."""
+    if status == Status.estimated:
+        return and_(Prediction.status.in_(WAITING_STATES), Prediction.estimate.is_not(None))
+    if status.value in WAITING_STATES:
+        return and_(Prediction.status == status.value, Prediction.estimate.is_(None))
+    return Prediction.status == status.value
 
 
 def list_predictions(*, session: Session, filters: PredictionFilters, skip: int = 0, limit: int = 100,
@@ -543,12 +591,13 @@ def population_rows(*, session: Session, population: Population) -> dict[str, Pr
 
 
 def refresh_population(*, session: Session, population: Population) -> dict[str, Prediction]:
-    """Bring the population's status up to its predictions'; summarise it once every one of them is final."""
+    """Bring the population's status up to its predictions'; summarise it once every one of them is final, and
+    provisionally (status estimated) while every one that is not final carries an estimate."""
     rows = population_rows(session=session, population=population)
     if population.status in ("done", "failed"):
         return rows
-    states = [Status(rows[m["prediction_id"]].status) if m["prediction_id"] in rows else Status.failed
-              for m in population.members]
+    members = [rows.get(m["prediction_id"]) for m in population.members]
+    states = [Status(row.status) if row is not None else Status.failed for row in members]
     if all(state.final for state in states):
         summary = summarize_population(population, rows)
         population.status = "done" if summary is not None else "failed"
@@ -556,31 +605,50 @@ def refresh_population(*, session: Session, population: Population) -> dict[str,
         population.finished_at = utcnow()
         session.commit()
         return rows
-    status_ = "queued" if all(state == Status.queued for state in states) else "running"
-    if status_ != population.status:
-        population.status = status_
+    provisional = None
+    if all(state.final or (row is not None and row.estimate is not None)
+           for state, row in zip(states, members, strict=True)):
+        provisional = summarize_population(population, rows)
+    status_ = ("estimated" if provisional is not None
+               else "queued" if all(state == Status.queued for state in states) else "running")
+    summary_ = provisional.model_dump(mode="json") if provisional is not None else None
+    if (status_, summary_) != (population.status, population.summary):
+        population.status, population.summary = status_, summary_
         session.commit()
     return rows
 
 
+def member_answer(row: Prediction | None) -> tuple[str, float | None, str | None]:
+    """What a population counts for one device: (status, step time, why it has none), from its prediction's result
+    once final, else from its estimate (whose status is done or oom)."""
+    if row is None:
+        return Status.failed.value, None, "the prediction row is gone"
+    if Status(row.status).final or row.estimate is None:
+        return row.status, row.latency_ms, row.error
+    estimate = Estimate.model_validate(row.estimate)
+    reason = None
+    if estimate.status == Status.oom.value:
+        reason = f"estimated without a GPU: {estimate.memory.describe() if estimate.memory else 'does not fit'}"
+    return estimate.status, estimate.latency_ms, reason
+
+
 def summarize_population(population: Population, rows: dict[str, Prediction]) -> PopulationSummary | None:
-    """The summary over the devices whose prediction is done; None when no device could run the workload."""
+    """The summary over the devices whose prediction is done (or, for a provisional one, estimated to run); None
+    when no device could run the workload."""
     ran: list[DeviceLatency] = []
     excluded: list[ExcludedDevice] = []
     total = sum(float(member["weight"]) for member in population.members)
     left_out = 0.0
     for member in population.members:
-        row = rows.get(member["prediction_id"])
+        status, latency_ms, reason = member_answer(rows.get(member["prediction_id"]))
         weight = float(member["weight"])
-        if row is not None and row.status == Status.done.value and row.latency_ms is not None:
-            ran.append(DeviceLatency(target_id=member["target_id"], latency_ms=row.latency_ms, weight=weight,
+        if status == Status.done.value and latency_ms is not None:
+            ran.append(DeviceLatency(target_id=member["target_id"], latency_ms=latency_ms, weight=weight,
                                      target_name=member.get("target_name")))
             continue
         left_out += weight
-        excluded.append(ExcludedDevice(
-            target_id=member["target_id"], target_name=member.get("target_name"),
-            status=row.status if row is not None else Status.failed.value, share=weight / total,
-            reason=row.error if row is not None else "the prediction row is gone"))
+        excluded.append(ExcludedDevice(target_id=member["target_id"], target_name=member.get("target_name"),
+                                       status=status, share=weight / total, reason=reason))
     if not ran:
         return None
     return summarize(ran, population.ks, slowest_n=population.slowest, excluded=excluded, excluded_weight=left_out)

@@ -16,7 +16,8 @@ from understudy.errors import UnknownEstimator
 from understudy.estimator_info import CALIBRATED_ESTIMATOR, estimator_info
 from understudy.populations import PopulationSummary
 from understudy.links import DeviceKind, Link
-from understudy.results import HostSetting, MemoryVerdict, Status, TimingMode, split_details
+from understudy.results import (Estimate, HostSetting, MemoryVerdict, Status, TimingMode, shown_status,
+                               split_details)
 from understudy.rounds import RoundConfig, RoundParameters
 from ledger.models import Calibration, Host, Population, Prediction
 from understudy.traces import DEFAULT_OORT_THRESHOLD, MAX_TRACE_CELLS, TraceFormat
@@ -145,6 +146,49 @@ class PredictionHost(BaseModel):
                                                          "it under (<host name>:gpu<index>)")
 
 
+# Which answer a prediction's latency, interval_ms, samples_per_s and memory are: its GPU-free estimate while its
+# measurement is awaited, or its own final result.
+Answer = Literal["estimate", "final"]
+
+
+class EstimatePublic(BaseModel):
+    """The GPU-free estimate (the analytic estimator's roofline, made in seconds on any worker) of a prediction
+    that waits for a GPU measurement; kept beside the measured answer once that lands."""
+
+    estimator: str = Field(description="the estimator that made it: analytic")
+    estimator_version: str
+    status: Literal["done", "oom"] = Field(description="done (a time) or oom (estimated not to fit the target)")
+    latency_ms: float | None = Field(default=None, description="the estimated step time (null when oom)")
+    interval_ms: tuple[float, float] | None = Field(
+        default=None, description="[low, high] ms: where the measured step time should fall by this estimate, for "
+                                  "`coverage` of workloads (the estimator's own, wider, error band)")
+    coverage: float = Field(default=DEFAULT_COVERAGE, description="the share of measured step times interval_ms is "
+                                                                   "meant to hold")
+    band: BandPublic | None = Field(default=None, description="the error band interval_ms is drawn from")
+    samples_per_s: float | None = None
+    memory: MemoryPublic | None = Field(default=None, description="whether the workload fits, by this estimate")
+    _band: ErrorBand | None = PrivateAttr(default=None)
+
+    def at_coverage(self, coverage: float) -> EstimatePublic:
+        """The same estimate with its interval at `coverage`."""
+        if coverage == self.coverage:
+            return self
+        return self.model_copy(update=_band_fields(self._band, self.latency_ms, coverage))
+
+
+def estimate_public(estimate: Estimate, coverage: float = DEFAULT_COVERAGE) -> EstimatePublic:
+    public = EstimatePublic(
+        estimator=estimate.estimator, estimator_version=estimate.estimator_version, status=estimate.status,
+        latency_ms=estimate.latency_ms, samples_per_s=estimate.samples_per_s, memory=_memory_public(estimate.memory),
+        **_band_fields(estimate.band, estimate.latency_ms, coverage))
+    public._band = estimate.band
+    return public
+
+
+def _memory_public(memory: MemoryVerdict | None) -> MemoryPublic | None:
+    return MemoryPublic(**memory.model_dump(), summary=memory.describe()) if memory is not None else None
+
+
 class PredictionPublic(BaseModel):
     model_config = ConfigDict(
         json_schema_extra={
@@ -164,13 +208,39 @@ class PredictionPublic(BaseModel):
                 "host": {"host_class": "cpu", "fingerprint": "any", "gpu_name": None, "worker": "box:gpu0"},
                 "error": None, "details": {}, "attempts": 1, "created_at": "2025-01-01T12:00:00Z",
                 "started_at": "2025-01-01T12:00:01Z", "finished_at": "2025-01-01T12:00:03Z",
+                "answer": "final", "estimate": None,
+            }, {
+                "id": "7c1d9e0f3a8b4c2d9e1f0a2b3c4d5e6f", "request_id": "0b2c3d4e5f6a41829304b5c6d7e8f9a0",
+                "status": "estimated", "answer": "estimate", "cached": False, "model": "resnet50",
+                "workload": WORKLOAD_EXAMPLE, "target_id": "rtx-3090", "target_name": "GeForce RTX 3090",
+                "estimator": "hostaware", "estimator_version": "15",
+                "latency": {"min_ms": 112.4, "median_ms": 112.4, "spread_ms": 0.0}, "samples_per_s": 569.4,
+                "interval_ms": [92.1, 134.9], "coverage": 0.8, "memory": None,
+                "estimate": {"estimator": "analytic", "estimator_version": "14", "status": "done",
+                             "latency_ms": 112.4, "interval_ms": [92.1, 134.9], "coverage": 0.8,
+                             "samples_per_s": 569.4, "memory": None},
+                "host_setting": None, "timing_mode": None,
+                "host": {"host_class": "gpu:3f2a9c1d0b8e7f65", "fingerprint": None, "gpu_name": None,
+                         "worker": None},
+                "error": None, "details": {}, "attempts": 0, "created_at": "2025-01-01T12:00:00Z",
             }]
         }
     )
 
     id: str
     request_id: str | None = None
-    status: Status = Field(description="queued, running, done, oom (the workload does not fit the target) or failed")
+    status: Status = Field(description="queued or running (waiting for its result), estimated (waiting for its GPU "
+                                       "measurement, with a GPU-free estimate in hand: latency, interval_ms, "
+                                       "samples_per_s and memory are the estimate's), done, oom (the workload does "
+                                       "not fit the target) or failed; only done, oom and failed are final")
+    answer: Answer | None = Field(
+        default=None, description="which answer latency, interval_ms, samples_per_s and memory are: estimate (the "
+                                  "GPU-free estimate, while status is estimated) or final (the prediction's own "
+                                  "result); null while there is neither")
+    estimate: EstimatePublic | None = Field(
+        default=None, description="the GPU-free estimate given while the GPU measurement was awaited, kept once the "
+                                  "prediction is final (so both show); null for a prediction that needed none (its "
+                                  "estimator needs no GPU) or got none")
     cached: bool = Field(default=False, description="in a POST answer: the result existed before this request")
     model: str
     workload: dict[str, Any] = Field(description="the workload in canonical form, every default spelled out")
@@ -180,7 +250,8 @@ class PredictionPublic(BaseModel):
     target_name: str | None = None
     estimator: str
     estimator_version: str
-    latency: LatencyPublic | None = Field(default=None, description="present once status is done")
+    latency: LatencyPublic | None = Field(default=None, description="present once status is done, or estimated "
+                                                                    "(then the estimate's)")
     interval_ms: tuple[float, float] | None = Field(
         default=None, description="[low, high] ms: where the measured step time should fall, for `coverage` of "
                                   "workloads (the error band around latency.min_ms); null without a latency or a band")
@@ -209,8 +280,10 @@ class PredictionPublic(BaseModel):
         """The same prediction with its interval at `coverage`."""
         if coverage == self.coverage:
             return self
-        return self.model_copy(update=_band_fields(self._band, self.latency.min_ms if self.latency else None,
-                                                   coverage))
+        update = _band_fields(self._band, self.latency.min_ms if self.latency else None, coverage)
+        if self.estimate is not None:
+            update["estimate"] = self.estimate.at_coverage(coverage)
+        return self.model_copy(update=update)
 
 
 def _band_fields(band: ErrorBand | None, latency_ms: float | None, coverage: float) -> dict[str, Any]:
@@ -305,19 +378,31 @@ COMMON_ERRORS: dict[int | str, dict[str, object]] = {
 
 
 def prediction_public(row: Prediction, cached: bool = False, coverage: float = DEFAULT_COVERAGE) -> PredictionPublic:
+    """A row as the API shows it: while it waits for its measurement with an estimate in hand, status estimated and
+    the estimate's numbers; once final, its own numbers and the estimate beside them."""
     details, band, memory = split_details(row.details)
+    estimate = Estimate.model_validate(row.estimate) if row.estimate else None
+    status = shown_status(Status(row.status), estimate is not None)
     setting = None
     if row.host_setting:
         base = HostSetting.model_validate(row.host_setting)
         setting = HostSettingPublic(**base.model_dump(), summary=base.describe())
+    latency_ms, median_ms, spread_ms, samples_per_s = row.latency_ms, row.median_ms, row.spread_ms, row.samples_per_s
+    answer: Answer | None = "final" if status.final else None
+    if status == Status.estimated and estimate is not None:
+        answer, band, memory = "estimate", estimate.band, estimate.memory
+        latency_ms, median_ms, spread_ms = estimate.latency_ms, estimate.median_ms, estimate.spread_ms
+        samples_per_s = estimate.samples_per_s
     latency = None
-    if row.latency_ms is not None:
-        latency = LatencyPublic(min_ms=row.latency_ms, median_ms=row.median_ms, spread_ms=row.spread_ms)
+    if latency_ms is not None:
+        latency = LatencyPublic(min_ms=latency_ms, median_ms=median_ms, spread_ms=spread_ms)
     worker = worker_slot(row.worker_id)
     public = PredictionPublic(
         id=row.id,
         request_id=row.request_id,
-        status=Status(row.status),
+        status=status,
+        answer=answer,
+        estimate=estimate_public(estimate, coverage) if estimate is not None else None,
         cached=cached,
         model=row.model,
         workload=row.workload,
@@ -327,9 +412,9 @@ def prediction_public(row: Prediction, cached: bool = False, coverage: float = D
         estimator=row.estimator,
         estimator_version=row.estimator_version,
         latency=latency,
-        **_band_fields(band, row.latency_ms, coverage),
-        memory=MemoryPublic(**memory.model_dump(), summary=memory.describe()) if memory is not None else None,
-        samples_per_s=row.samples_per_s,
+        **_band_fields(band, latency_ms, coverage),
+        memory=_memory_public(memory),
+        samples_per_s=samples_per_s,
         host_setting=setting,
         timing_mode=row.timing_mode,
         host=PredictionHost(host_class=row.host_class, fingerprint=row.host_fingerprint, gpu_name=row.host_name,
@@ -363,7 +448,7 @@ def host_public(host: Host, alive: bool, queues: dict[str, int] | None, internal
 
 # --- populations (POST /v1/populations) -------------------------------------------------------------------------
 
-PopulationStatus = Literal["queued", "running", "done", "failed"]
+PopulationStatus = Literal["queued", "running", "estimated", "done", "failed"]
 KValue = Annotated[int, Field(ge=1, le=1_000_000)]
 
 
@@ -473,7 +558,9 @@ class PopulationDevicePublic(BaseModel):
     weight: float = Field(description="as given: a weight or a count")
     share: float = Field(description="its share of the population's weight")
     prediction_id: str
-    status: Status
+    status: Status = Field(description="its prediction's status, as GET /v1/predictions/{id} shows it")
+    answer: Answer | None = Field(default=None, description="which answer latency_ms is: estimate (the GPU-free "
+                                                            "estimate, while status is estimated) or final")
     latency_ms: float | None = None
     spread_ms: float | None = None
     host_setting: str | None = Field(default=None, description="the host setting it was measured under, in words")
@@ -484,8 +571,11 @@ class PopulationDevicePublic(BaseModel):
 
 class PopulationPublic(BaseModel):
     id: str
-    status: PopulationStatus = Field(description="queued or running until every prediction is final; done when at "
-                                                 "least one device ran; failed when none could")
+    status: PopulationStatus = Field(description="queued or running until every prediction is final; estimated "
+                                                 "while every device not final yet has a GPU-free estimate (the "
+                                                 "summary is then provisional, from those estimates); done when "
+                                                 "every prediction is final and at least one device ran; failed "
+                                                 "when none could")
     workload: dict[str, Any]
     workload_digest: str
     model: str
@@ -495,7 +585,8 @@ class PopulationPublic(BaseModel):
     slowest: int
     measurements: list[dict[str, Any]] = Field(default_factory=list, description="the step times the request gave")
     devices: list[PopulationDevicePublic]
-    summary: PopulationSummary | None = Field(default=None, description="present once status is done")
+    summary: PopulationSummary | None = Field(default=None, description="present once status is done; while "
+                                                                        "status is estimated, the provisional one")
     error: str | None = None
     created_at: datetime
     finished_at: datetime | None = None
@@ -512,11 +603,14 @@ def population_public(population: Population, rows: dict[str, Prediction]) -> Po
     for member in population.members:
         row = rows.get(member["prediction_id"])
         setting = HostSetting.model_validate(row.host_setting).describe() if row and row.host_setting else None
+        estimate = Estimate.model_validate(row.estimate) if row and row.estimate else None
+        status = shown_status(Status(row.status), estimate is not None) if row else Status.failed
+        shown = estimate if status == Status.estimated else row
         devices.append(PopulationDevicePublic(
             target_id=member["target_id"], target_name=member.get("target_name"), weight=member["weight"],
-            share=float(member["weight"]) / total, prediction_id=member["prediction_id"],
-            status=Status(row.status) if row else Status.failed,
-            latency_ms=row.latency_ms if row else None, spread_ms=row.spread_ms if row else None,
+            share=float(member["weight"]) / total, prediction_id=member["prediction_id"], status=status,
+            answer="estimate" if status == Status.estimated else "final" if status.final else None,
+            latency_ms=shown.latency_ms if shown else None, spread_ms=shown.spread_ms if shown else None,
             host_setting=setting, calibration_id=member.get("calibration_id"),
             error=(row.error if row else "the prediction row is gone"),
         ))
@@ -603,9 +697,9 @@ class ClientKindPublic(BaseModel):
     device_kind: DeviceKind = Field(description="consumer, edge or datacenter (from the catalog's data): it chooses "
                                                 "the default link and the spreads")
     share: float
-    step_ms: float = Field(description="the wall-clock step: gpu_ms + launch_ms")
+    step_ms: float = Field(description="the wall-clock step: the larger of gpu_ms and launch_ms")
     gpu_ms: float = Field(description="the predicted GPU time of a step")
-    launch_ms: float = Field(description="the CPU's cost of launching the step's kernels (understudy/steps.py)")
+    launch_ms: float = Field(description="the CPU's time to issue the step's ops (understudy/steps.py)")
     step_low_ms: float | None = Field(default=None, description="the step's 80 % interval from the prediction's "
                                                                 "error band (null: no band)")
     step_high_ms: float | None = None

@@ -17,6 +17,14 @@ A prediction's `interval_ms` is where the measured step time should fall for `co
 `coverage=` asks for another, from 0.5 to 0.95), and its `memory` whether the workload fits the target's memory
 (fits, tight or oom).
 
+A prediction that waits for a GPU measurement is first answered without a GPU: its status is `estimated` and its
+numbers are the estimate's (`answer == "estimate"`) until the measured ones replace them (`answer == "final"`; the
+estimate stays in `estimate`). Waiting returns final answers only; to see the estimate first, pass
+`on_update=callback` (called with each prediction as first seen and again at each change of status while waiting),
+or take `predict(..., wait=False)` as it is and poll `prediction(id)`:
+
+    client.predict(workload, ["rtx-3090"], on_update=lambda p: print(p.status, p.answer, p.latency_ms))
+
 The base URL and the key default to UNDERSTUDY_URL (else http://127.0.0.1:8000) and UNDERSTUDY_API_KEY. Nothing
 here imports torch, the server or the database.
 """
@@ -26,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -84,6 +92,20 @@ class Memory(_Model):
     summary: str | None = None
 
 
+class Estimate(_Model):
+    """The GPU-free estimate of a prediction that waits (or waited) for its GPU measurement."""
+
+    estimator: str
+    estimator_version: str
+    status: Literal["done", "oom"]
+    latency_ms: float | None = None
+    interval_ms: tuple[float, float] | None = Field(default=None, description="[low, high] ms at coverage")
+    coverage: float | None = None
+    band: Band | None = None
+    samples_per_s: float | None = None
+    memory: Memory | None = None
+
+
 class PredictionHost(_Model):
     host_class: str
     fingerprint: str | None = None
@@ -97,6 +119,8 @@ class Prediction(_Model):
     id: str
     request_id: str | None = None
     status: Status
+    answer: Literal["estimate", "final"] | None = Field(default=None, description="which answer the numbers are")
+    estimate: Estimate | None = None
     cached: bool = False
     model: str
     workload: dict[str, Any]
@@ -126,8 +150,14 @@ class Prediction(_Model):
         return self.status.final
 
     @property
+    def estimated(self) -> bool:
+        """Whether the numbers are the GPU-free estimate, shown while the measurement is awaited."""
+        return self.status == Status.estimated
+
+    @property
     def latency_ms(self) -> float | None:
-        """The predicted step time (the minimum over timed windows); None unless done."""
+        """The predicted step time (the minimum over timed windows): the estimate's while estimated; None unless
+        done or estimated."""
         return self.latency.min_ms if self.latency else None
 
 
@@ -192,6 +222,7 @@ class PopulationDevice(_Model):
     share: float
     prediction_id: str
     status: Status
+    answer: Literal["estimate", "final"] | None = None
     latency_ms: float | None = None
     spread_ms: float | None = None
     host_setting: str | None = None
@@ -200,10 +231,11 @@ class PopulationDevice(_Model):
 
 
 class Population(_Model):
-    """A workload over a weighted device population; `summary` once every prediction is final."""
+    """A workload over a weighted device population; `summary` once every prediction is final, and a provisional
+    one while status is estimated (every device not final yet has a GPU-free estimate)."""
 
     id: str
-    status: Literal["queued", "running", "done", "failed"]
+    status: Literal["queued", "running", "estimated", "done", "failed"]
     workload: dict[str, Any]
     workload_digest: str
     model: str
@@ -232,7 +264,8 @@ class Population(_Model):
 
 class RoundKind(_Model):
     """A device kind's nominal (median device's) round: download + local compute + upload, in seconds; the step is
-    wall-clock (GPU time plus kernel launches), with the 80 % interval of the prediction's error band."""
+    wall-clock (the GPU time or the CPU's issuing, whichever is longer), with the 80 % interval of the prediction's
+    error band."""
 
     target_id: str
     target_name: str | None = None
@@ -407,9 +440,11 @@ class _Poll:
     Retry-After hint after a transient error. What is polled stays with the caller; the predictions' bookkeeping
     (which are pending, the request as last seen) is here because both clients keep it the same way."""
 
-    def __init__(self, backoff: Backoff, deadline: float, timeout: float) -> None:
+    def __init__(self, backoff: Backoff, deadline: float, timeout: float,
+                 on_update: Callable[[Prediction], None] | None = None) -> None:
         self.deadline = deadline
         self.timeout = timeout
+        self.on_update = on_update
         self._delays = backoff.delays()
         self._hint: float | None = None
 
@@ -425,6 +460,22 @@ class _Poll:
     def transient(self, error: BaseException) -> None:
         """A poll failed in a way worth retrying: wait at least as long as the server asked before the next."""
         self._hint = getattr(error, "retry_after_s", None)
+
+    def first_seen(self, request: PredictionRequest) -> dict[str, Prediction]:
+        """The request's predictions by id, each told to on_update."""
+        current: dict[str, Prediction] = {}
+        for prediction in request.data:
+            if prediction.id not in current:
+                self.seen(current, prediction)
+        return current
+
+    def seen(self, current: dict[str, Prediction], prediction: Prediction) -> None:
+        """Keep a prediction as polled; tell on_update when it is new or its status changed (queued, estimated,
+        then final)."""
+        before = current.get(prediction.id)
+        current[prediction.id] = prediction
+        if self.on_update is not None and (before is None or before.status != prediction.status):
+            self.on_update(prediction)
 
     def pending_predictions(self, request: PredictionRequest, current: dict[str, Prediction]) -> list[str]:
         """The ids of the predictions not final yet; raises WaitTimeout once the deadline has passed with any."""
@@ -603,31 +654,35 @@ class Client(_Base):
 
     def predict(self, workload: Any, targets: Sequence[Any] | str, estimator: str | None = None, *,
                 host: str | None = None, wait: bool = True, timeout: float = 600.0,
-                coverage: float | None = None) -> PredictionRequest:
-        """Predict the workload's step time on each target; with wait, poll until every prediction is final.
-        `coverage`: the share of measured times each interval_ms is to hold (the service's default: 0.8)."""
+                coverage: float | None = None,
+                on_update: Callable[[Prediction], None] | None = None) -> PredictionRequest:
+        """Predict the workload's step time on each target; with wait, poll until every prediction is final (an
+        estimate is not). `coverage`: the share of measured times each interval_ms is to hold (the service's
+        default: 0.8). `on_update`: called while waiting with each prediction as first seen and again whenever its
+        status changes, so an estimate is seen before the final answer."""
         deadline = time.monotonic() + timeout
         body = prediction_body(workload, targets, estimator, host, coverage)
         created = PredictionRequest.model_validate(self._request("POST", "/v1/predictions", json=body,
                                                                  deadline=deadline))
-        if not wait or created.final:
+        if not wait:
             return created
-        return self._wait_predictions(created, deadline, timeout, coverage)
+        return self._wait_predictions(created, deadline, timeout, coverage, on_update)
 
-    def wait(self, request: PredictionRequest, timeout: float = 600.0,
-             coverage: float | None = None) -> PredictionRequest:
-        """Poll a request's predictions until all are final."""
-        return self._wait_predictions(request, time.monotonic() + timeout, timeout, coverage)
+    def wait(self, request: PredictionRequest, timeout: float = 600.0, coverage: float | None = None,
+             on_update: Callable[[Prediction], None] | None = None) -> PredictionRequest:
+        """Poll a request's predictions until all are final (on_update: as in predict)."""
+        return self._wait_predictions(request, time.monotonic() + timeout, timeout, coverage, on_update)
 
     def _wait_predictions(self, request: PredictionRequest, deadline: float, timeout: float,
-                          coverage: float | None) -> PredictionRequest:
-        poll = _Poll(self.backoff, deadline, timeout)
-        current = {prediction.id: prediction for prediction in request.data}
+                          coverage: float | None,
+                          on_update: Callable[[Prediction], None] | None = None) -> PredictionRequest:
+        poll = _Poll(self.backoff, deadline, timeout, on_update)
+        current = poll.first_seen(request)
         while pending := poll.pending_predictions(request, current):
             time.sleep(poll.next_sleep_s())
             for pid in pending:
                 try:
-                    current[pid] = self.prediction(pid, coverage=coverage, _deadline=deadline)
+                    poll.seen(current, self.prediction(pid, coverage=coverage, _deadline=deadline))
                 except _TRANSIENT as exc:
                     poll.transient(exc)
                     break
@@ -737,31 +792,34 @@ class AsyncClient(_Base):
 
     async def predict(self, workload: Any, targets: Sequence[Any] | str, estimator: str | None = None, *,
                       host: str | None = None, wait: bool = True, timeout: float = 600.0,
-                      coverage: float | None = None) -> PredictionRequest:
-        """Predict the workload's step time on each target; with wait, poll until every prediction is final."""
+                      coverage: float | None = None,
+                      on_update: Callable[[Prediction], None] | None = None) -> PredictionRequest:
+        """Predict the workload's step time on each target; with wait, poll until every prediction is final
+        (on_update: as in Client.predict)."""
         deadline = time.monotonic() + timeout
         body = prediction_body(workload, targets, estimator, host, coverage)
         created = PredictionRequest.model_validate(await self._request("POST", "/v1/predictions", json=body,
                                                                        deadline=deadline))
-        if not wait or created.final:
+        if not wait:
             return created
-        return await self._wait_predictions(created, deadline, timeout, coverage)
+        return await self._wait_predictions(created, deadline, timeout, coverage, on_update)
 
-    async def wait(self, request: PredictionRequest, timeout: float = 600.0,
-                   coverage: float | None = None) -> PredictionRequest:
-        return await self._wait_predictions(request, time.monotonic() + timeout, timeout, coverage)
+    async def wait(self, request: PredictionRequest, timeout: float = 600.0, coverage: float | None = None,
+                   on_update: Callable[[Prediction], None] | None = None) -> PredictionRequest:
+        return await self._wait_predictions(request, time.monotonic() + timeout, timeout, coverage, on_update)
 
     async def _wait_predictions(self, request: PredictionRequest, deadline: float, timeout: float,
-                                coverage: float | None) -> PredictionRequest:
-        poll = _Poll(self.backoff, deadline, timeout)
-        current = {prediction.id: prediction for prediction in request.data}
+                                coverage: float | None,
+                                on_update: Callable[[Prediction], None] | None = None) -> PredictionRequest:
+        poll = _Poll(self.backoff, deadline, timeout, on_update)
+        current = poll.first_seen(request)
         while pending := poll.pending_predictions(request, current):
             await asyncio.sleep(poll.next_sleep_s())
             answers = await asyncio.gather(*(self.prediction(pid, coverage=coverage, _deadline=deadline)
                                              for pid in pending), return_exceptions=True)
-            for pid, answer in zip(pending, answers, strict=True):
+            for answer in answers:
                 if isinstance(answer, Prediction):
-                    current[pid] = answer
+                    poll.seen(current, answer)
                 elif isinstance(answer, _TRANSIENT):
                     poll.transient(answer)
                 elif isinstance(answer, BaseException):
@@ -830,7 +888,7 @@ class AsyncClient(_Base):
 
 
 __all__ = [
-    "ApiError", "AsyncClient", "Backoff", "Band", "Client", "ClientError", "Conflict", "ConnectionFailed",
+    "ApiError", "AsyncClient", "Backoff", "Band", "Client", "ClientError", "Conflict", "ConnectionFailed", "Estimate",
     "FieldProblem", "Host", "InvalidRequest", "Latency", "Memory", "NotFound", "PayloadTooLarge", "Population",
     "PopulationDevice", "PopulationRounds", "Prediction", "PredictionPage", "PredictionRequest", "RateLimited",
     "ServiceUnavailable", "Target", "Unauthorized", "WaitTimeout",

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Connection, Engine, create_engine, inspect
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session, sessionmaker
@@ -35,7 +35,20 @@ def init_sqlite(url: str) -> Engine:
         # IMMEDIATE takes the write lock before the existence checks, so two first runs cannot race to create them.
         connection.exec_driver_sql("BEGIN IMMEDIATE")
         Base.metadata.create_all(connection)
+        add_missing_columns(connection)
     return engine
+
+
+def add_missing_columns(connection: Connection) -> None:
+    """Add, empty, the columns a cache file made by an earlier version lacks (every column added since the first
+    release is nullable: predictions.estimate), so the ORM's reads and writes find them."""
+    inspector = inspect(connection)
+    for table in Base.metadata.sorted_tables:
+        present = {column["name"] for column in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name not in present:
+                kind = column.type.compile(dialect=connection.dialect)
+                connection.exec_driver_sql(f'ALTER TABLE "{table.name}" ADD COLUMN "{column.name}" {kind}')
 
 
 @contextmanager

@@ -3,6 +3,9 @@
 The ledger (Postgres) is the truth; a job only carries row ids. Every state change of a row is a conditional UPDATE
 on the state last seen (ledger.predictions), so two reconcilers, or a reconciler and a request, never both queue the
 same row, and a job only runs rows that still name it (worker.tasks claims `status = queued AND job_id = <its id>`).
+
+An estimate job (enqueue_estimate) is none of that: no row names it, it claims nothing and only attaches estimates,
+so the reconciler never sees it, and one that Redis loses leaves its rows to wait for their measurement without.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from ledger import predictions
 from ledger.jobs import SERIALIZER, AllowListedJob
-from ledger.queues import KEY_PREFIX, RUN_PREDICTIONS, alive_key
+from ledger.queues import CPU_QUEUE, ESTIMATE_PREDICTIONS, KEY_PREFIX, RUN_PREDICTIONS, alive_key
 from understudy.results import Status
 from understudy.settings import Settings
 from ledger.models import Prediction, utcnow
@@ -82,6 +85,23 @@ def enqueue(redis: Redis, settings: Settings, *, queue: str, prediction_ids: lis
         description=f"predict {len(prediction_ids)} target(s) on {queue}",
         meta={"owner": owner} if owner else None,
         rate_limit=limit,
+    )
+
+
+def enqueue_estimate(redis: Redis, settings: Settings, *, prediction_ids: list[str]) -> Job:
+    """Queue, at the front of the "cpu" queue, one job that gives these rows (which wait for a GPU measurement)
+    their GPU-free estimate. It goes ahead of every waiting job because it takes seconds and answers at once what
+    the measurement answers later; it has no owner, so neither admission control nor rq's limit per key counts it
+    (the measuring job it comes with was charged)."""
+    return rq_queue(redis, CPU_QUEUE).enqueue_call(
+        ESTIMATE_PREDICTIONS,
+        args=(list(prediction_ids),),
+        job_id="estimate-" + uuid.uuid4().hex,
+        timeout=settings.job_timeout_s,
+        result_ttl=settings.job_record_ttl_s,
+        failure_ttl=settings.job_record_ttl_s,
+        description=f"estimate {len(prediction_ids)} target(s) without a GPU",
+        at_front=True,
     )
 
 

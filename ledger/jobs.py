@@ -3,7 +3,7 @@
 rq's default serializer is pickle, and unpickling runs code: whoever could write to Redis could run anything on every
 worker. Every queue, job and worker here uses rq's JSON serializer instead (a job is a function name and a list of
 ledger row ids), and AllowListedJob refuses to run any function but those in ALLOWED_FUNCTIONS, so a job forged in
-Redis can at most ask for a prediction of rows that are already in the ledger.
+Redis can at most ask for a prediction, or an estimate, of rows that are already in the ledger.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from ledger.queues import RUN_PREDICTIONS
+from ledger.queues import ESTIMATE_PREDICTIONS, RUN_PREDICTIONS
 
 SERIALIZER = JSONSerializer
-ALLOWED_FUNCTIONS = frozenset({RUN_PREDICTIONS})
+ALLOWED_FUNCTIONS = frozenset({RUN_PREDICTIONS, ESTIMATE_PREDICTIONS})
 
 
 class ForbiddenJob(RuntimeError):

@@ -47,6 +47,9 @@ class Prediction(Base):
     timing_mode: Mapped[str | None] = mapped_column(String(16))
     error: Mapped[str | None] = mapped_column(Text)
     details: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # The GPU-free answer (understudy.results.Estimate) of a row that waits for a measurement, kept once it is
+    # final; SQL NULL without one (not JSON null), so that "has an estimate" is `estimate IS NOT NULL`.
+    estimate: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     job_id: Mapped[str | None] = mapped_column(String(64))
     # The worker process (its lock token) that claimed the row; the reconciler re-queues it when that worker dies.
     worker_id: Mapped[str | None] = mapped_column(String(200))

@@ -6,6 +6,11 @@ service, the reconciler and the CLI's local cache.
     queued | running --give_up, fail_job--> failed (it kept losing its worker; its job's process died)
     running --fail_held--> failed                  (the job that holds it raised)
     failed --requeue_failed--> queued              (asked again: a failure is not cached)
+    queued | running --record_estimate--> the same state, carrying an estimate (shown as "estimated")
+
+`record_estimate` attaches a GPU-free estimate (understudy.results.Estimate) to a row that waits for a measurement;
+it changes neither the status nor the job, so every other transition holds as drawn, and `finish` keeps the
+estimate beside the result. A final row never takes one: a measurement that landed first wins.
 
 Each transition holds only in the state the caller last saw (an UPDATE guarded by status, job and worker; an INSERT
 that skips an existing key; a locked read before a result is written), so two reconcilers, or a reconciler and a
@@ -25,7 +30,7 @@ from sqlalchemy.orm import Session
 
 from understudy.catalog import TargetSpec
 from understudy.keys import CacheIdentity
-from understudy.results import RESULT_ROW_COLUMNS, PredictionResult, Status
+from understudy.results import RESULT_ROW_COLUMNS, Estimate, PredictionResult, Status
 from ledger.models import Prediction, new_id, utcnow
 from understudy.workload import Workload
 
@@ -102,6 +107,8 @@ def requeue_failed(session: Session, cache_keys: list[str], *, job_id: str, requ
     `details` (by cache key) is what a re-queued row's job must read from it (the calibration it uses)."""
     if not cache_keys:
         return []
+    # The estimate stays (it is not among RESULT_COLUMNS): it describes the workload on the target, not the attempt
+    # that failed, so the row shows it again at once while it waits for its new measurement.
     queued = list(session.scalars(
         update(Prediction)
         .where(Prediction.cache_key.in_(cache_keys), Prediction.status == Status.failed.value)
@@ -164,6 +171,21 @@ def finish(session: Session, row_id: str, result: PredictionResult) -> bool:
     if result.estimator_version != current.estimator_version:
         current.details = {**(current.details or {}), "ran_estimator_version": result.estimator_version}
     return True
+
+
+def record_estimate(session: Session, row_id: str, result: PredictionResult) -> bool:
+    """Attach the estimate a GPU-free result gives to a row that is not final yet (replacing an earlier one); False
+    when the row is final or gone (its measurement landed first and stays the answer), or the result is a failure."""
+    estimate = Estimate.of(result)
+    if estimate is None:
+        return False
+    # Guarded by status in one UPDATE: one racing `finish` (which locks the row) is waited for and then seen.
+    done = session.execute(
+        update(Prediction)
+        .where(Prediction.id == row_id, Prediction.status.in_([Status.queued.value, Status.running.value]))
+        .values(estimate=estimate.model_dump(mode="json"))
+    )
+    return bool(done.rowcount)  # type: ignore[attr-defined]  # Result of an UPDATE is a CursorResult
 
 
 def fail_held(session: Session, ids: list[str], reason: str, worker_id: str | None) -> int:

@@ -1,4 +1,4 @@
-"""Queue names, Redis keys and the job function's dotted name: the one place the API and the worker agree on them.
+"""Queue names, Redis keys and the job functions' dotted names: the one place the API and the worker agree on them.
 
 Redis only transports: everything here can vanish (FLUSHALL, a restart) and the reconciler rebuilds the queues from
 the ledger. Nothing here imports torch.
@@ -11,15 +11,16 @@ from __future__ import annotations
 CPU_QUEUE = "cpu"
 GPU_QUEUE_PREFIX = "gpu:"
 
-# The job function, enqueued by name so that the API never imports the worker (or torch).
+# The job functions, enqueued by name so that the API never imports the worker (or torch): the one that runs a
+# group of rows, and the one that gives rows waiting for a GPU measurement their GPU-free estimate (on CPU_QUEUE).
 RUN_PREDICTIONS = "worker.tasks.run_predictions"
+ESTIMATE_PREDICTIONS = "worker.tasks.estimate_predictions"
 
 # Our own keys; rq keeps its own under "rq:".
 KEY_PREFIX = "understudy:"
 
-# Environment variables a worker sets for its job processes.
+# The environment variable in which a worker tells its measuring process the token it claims rows under.
 ENV_WORKER_TOKEN = "UNDERSTUDY_WORKER_TOKEN"
-ENV_WORKER_PID = "UNDERSTUDY_WORKER_PID"
 
 
 def gpu_queue(fingerprint: str) -> str:

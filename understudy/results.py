@@ -1,4 +1,5 @@
-"""What a prediction says and how it was made: status, host setting, timing, host identity."""
+"""What a prediction says and how it was made: status, host setting, timing, host identity, and the GPU-free estimate
+it shows while it waits for a measurement."""
 
 from __future__ import annotations
 
@@ -12,8 +13,13 @@ from understudy.bands import DEFAULT_COVERAGE, ErrorBand
 
 
 class Status(StrEnum):
+    """A prediction's state. A ledger row is queued, running or final (done, oom, failed); `estimated` is never
+    stored: it is what a reader is shown for a queued or running row that carries a GPU-free estimate (Estimate,
+    shown_status)."""
+
     queued = "queued"
     running = "running"
+    estimated = "estimated"
     done = "done"
     oom = "oom"
     failed = "failed"
@@ -69,6 +75,8 @@ class Measurement(BaseModel):
     kernel_ms: dict[str, float] = Field(default_factory=dict, description="device time per kernel class")
     error: str | None = None
     wall_s: float | None = None
+    compile_s: float | None = Field(default=None, description="a compiled workload's compile time (its step's first "
+                                    "call), no part of the step time")
 
     @property
     def device_share(self) -> float:
@@ -207,6 +215,41 @@ class PredictionResult(BaseModel):
             band=band,
             memory=memory,
         )
+
+
+class Estimate(BaseModel):
+    """The GPU-free answer (the analytic estimator's) a prediction carries while it waits for its measurement, kept
+    beside the measured answer once that lands: the numbers of a PredictionResult that say something about the
+    workload, without what only a measurement has (host setting, timing mode, host)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    estimator: str
+    estimator_version: str
+    status: Literal["done", "oom"] = Field(description="the estimate's own verdict: done (a time) or oom (the "
+                                           "workload is predicted not to fit)")
+    latency_ms: float | None = Field(default=None, description="the estimated step time; None when oom")
+    median_ms: float | None = None
+    spread_ms: float | None = None
+    samples_per_s: float | None = None
+    band: ErrorBand | None = Field(default=None, description="how far off latency_ms may be (understudy.bands)")
+    memory: MemoryVerdict | None = None
+
+    @classmethod
+    def of(cls, result: PredictionResult) -> Estimate | None:
+        """The estimate a result gives; None for a failed result, which says nothing about the workload."""
+        if result.status not in (Status.done, Status.oom):
+            return None
+        return cls(estimator=result.estimator, estimator_version=result.estimator_version,
+                   status="oom" if result.status == Status.oom else "done", latency_ms=result.latency_ms,
+                   median_ms=result.median_ms, spread_ms=result.spread_ms, samples_per_s=result.samples_per_s,
+                   band=result.band, memory=result.memory)
+
+
+def shown_status(status: Status, estimated: bool) -> Status:
+    """The status a reader is shown: `estimated` while a row that carries an estimate waits for its measurement,
+    else the row's own."""
+    return Status.estimated if estimated and not status.final else status
 
 
 # The ledger columns a PredictionResult is read from (ledger.models.Prediction).

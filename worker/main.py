@@ -2,9 +2,9 @@
 
 It probes its host in a child process (so this process never touches CUDA), takes an exclusive Redis lock on its GPU,
 undoes what a killed predecessor's jobs left on the GPU (a clock lock, MPS daemons), registers itself in the hosts
-table, re-queues what Redis lost, then serves its host-class queue and "cpu" one job at a time. Each job runs in a
-freshly spawned process (rq's SpawnWorker) that dies with the worker; a heartbeat thread keeps the lock, the liveness
-key and the hosts row fresh and re-runs the reconciler now and then.
+table, re-queues what Redis lost, then serves "cpu" and its host-class queue one job at a time. Every job runs in one
+warm measuring process (worker.measuring), started with the worker and dying with it; a heartbeat thread keeps the
+lock, the liveness key and the hosts row fresh and re-runs the reconciler now and then.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from typing import Any
 
 from redis import Redis
 from redis.exceptions import RedisError
-from rq.worker import SpawnWorker
+from rq.timeouts import BaseDeathPenalty
+from rq.worker import SimpleWorker
 from sqlalchemy import Engine as DbEngine
 from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
@@ -34,12 +35,14 @@ from sqlalchemy.orm import Session
 
 from ledger.dispatch import reconcile, worker_token
 from ledger.jobs import SERIALIZER, AllowListedJob
-from ledger.queues import CPU_QUEUE, ENV_WORKER_PID, ENV_WORKER_TOKEN, alive_key, gpu_lock_key, host_id, host_queue
+from ledger.queues import CPU_QUEUE, ENV_WORKER_TOKEN, alive_key, gpu_lock_key, host_id, host_queue
 from understudy.results import HostInfo
 from understudy.settings import Settings
 from ledger.db import get_engine
 from ledger.models import Host
 from engine.restrict import ENV_MPS_DIR, quit_mps_daemons, reset_clocks
+from worker.measuring import MeasuringProcess
+from worker.tasks import use_measuring_process
 
 log = logging.getLogger("understudy.worker")
 
@@ -158,43 +161,32 @@ class GpuLock:
 # --- the rq worker ----------------------------------------------------------------------------------------------
 
 
-# The job process's start-up code travels in this environment variable, not on its command line: rq's SpawnWorker
-# writes the Redis connection, password included, into the code it passes to `python -c`, and a process's command
-# line is readable by every user of the machine (/proc/PID/cmdline), its environment only by its owner.
-ENV_HORSE_SOURCE = "UNDERSTUDY_JOB_PROCESS_SOURCE"
-HORSE_BOOT = f"import os; exec(os.environ.pop({ENV_HORSE_SOURCE!r}))"
+class NoDeathPenalty(BaseDeathPenalty):
+    """No alarm in the worker's own process: the measuring process enforces each job's limit (worker.measuring), and
+    the worker waits for it no longer than that limit and a grace period."""
+
+    def setup_death_penalty(self) -> None:
+        pass
+
+    def cancel_death_penalty(self) -> None:
+        pass
 
 
-class UnderstudyWorker(SpawnWorker):
-    """SpawnWorker (a fresh process per job) that records a job whose process died as failed, with the reason, and
-    starts each job process with nothing secret on its command line."""
+class UnderstudyWorker(SimpleWorker):
+    """rq's SimpleWorker: it takes the jobs and records their outcomes itself, and worker.tasks.run_predictions
+    hands each job's rows to the worker's warm measuring process, so this process never touches a GPU."""
 
-    def fork_work_horse(self, job: Any, queue: Any) -> None:
-        real_spawn = os.posix_spawn
+    death_penalty_class = NoDeathPenalty
 
-        def spawn(path: Any, argv: Any, env: Any, /, **kwargs: Any) -> int:
-            source = str(argv[-1])
-            return real_spawn(path, [str(path), "-c", HORSE_BOOT], {**env, ENV_HORSE_SOURCE: source}, **kwargs)
-
-        # rq builds the code and calls os.posix_spawn itself; the worker's main thread is the only one spawning.
-        os.posix_spawn = spawn
-        try:
-            super().fork_work_horse(job, queue)
-        finally:
-            os.posix_spawn = real_spawn
-
-    def handle_work_horse_killed(self, job: Any, retpid: Any, ret_val: Any, rusage: Any) -> None:
-        from understudy.settings import get_settings
-        from worker.tasks import fail_job
-
-        reason = f"the job's process died (wait status {ret_val}"
-        if ret_val is not None and os.WIFSIGNALED(ret_val):
-            reason += f", signal {os.WTERMSIG(ret_val)}"
-        reason += "); it may have run out of host memory or crashed in a driver"
-        try:
-            fail_job(get_engine(get_settings().database_url), job.id, reason)
-        except SQLAlchemyError:
-            log.exception("could not record the failure of job %s; the reconciler will retry it", job.id)
+    def subscribe(self) -> None:
+        """rq's subscription to its command channel, its listening thread waking every second instead of every
+        minute: at shutdown rq unsubscribes and stops that thread, and redis-py (from 8.x) waits for the thread,
+        which sits out its whole wait once unsubscribed, so a warm shutdown took up to a minute."""
+        self.log.info("Worker %s: subscribing to channel %s", self.name, self.pubsub_channel_name)
+        self.pubsub = self.connection.pubsub()
+        self.pubsub.subscribe(**{self.pubsub_channel_name: self.handle_payload})
+        self.pubsub_thread = self.pubsub.run_in_thread(sleep_time=1, daemon=True,
+                                                       exception_handler=self._pubsub_exception_handler)
 
 
 # --- heartbeat --------------------------------------------------------------------------------------------------
@@ -302,7 +294,9 @@ def run_worker(settings: Settings, gpu_index: int, *, burst: bool = False, wait_
     check_start(settings, gpu_index, probed)
     host = probed.host
     hclass = host_queue(host.has_gpu, host.fingerprint)
-    queues = [hclass, CPU_QUEUE] if hclass != CPU_QUEUE else [CPU_QUEUE]
+    # "cpu" first: its jobs (GPU-free estimates, analytic answers) take well under a second, so a user waiting for
+    # an estimate never waits behind a queue of measurements.
+    queues = [CPU_QUEUE, hclass] if hclass != CPU_QUEUE else [CPU_QUEUE]
     if not host.has_gpu:
         log.warning("%s: serving only estimators that need no GPU (queue %r)", host.note or "no GPU", CPU_QUEUE)
     slot = host_id(settings.host_name, gpu_index)
@@ -311,14 +305,17 @@ def run_worker(settings: Settings, gpu_index: int, *, burst: bool = False, wait_
     if not lock.acquire(wait_s):
         raise WorkerError(f"GPU {probed.gpu_uuid or slot} ({slot}) is held by another worker")
     heartbeat: Heartbeat | None = None
+    measuring: MeasuringProcess | None = None
     try:
         # Now that the GPU is ours, nothing a previous worker's jobs left on it is still in use.
         for what in release_leftovers(settings, gpu_index, host.has_gpu):
             log.warning("GPU %d: %s, left by a worker that did not stop cleanly", gpu_index, what)
-        # The job processes read these: which GPU, which worker claims rows, whose death kills them, where MPS
-        # daemons go.
+        # The measuring process reads these: which GPU, which worker claims rows, where MPS daemons go.
         os.environ.update({"UNDERSTUDY_WORKER_GPU": str(gpu_index), ENV_WORKER_TOKEN: token,
-                           ENV_WORKER_PID: str(os.getpid()), ENV_MPS_DIR: str(mps_dir(settings, gpu_index))})
+                           ENV_MPS_DIR: str(mps_dir(settings, gpu_index))})
+        measuring = MeasuringProcess(on_killed=lambda: _released_after_kill(settings, gpu_index, host.has_gpu))
+        measuring.start()  # it warms up (torch, the engine, CUDA) while the worker registers
+        use_measuring_process(measuring)
         worker = UnderstudyWorker(queues, connection=redis, name=token, serializer=SERIALIZER,
                                   job_class=AllowListedJob)
         info = {**host.model_dump(mode="json"), "estimators": probed.estimators, "host_name": settings.host_name,
@@ -334,12 +331,21 @@ def run_worker(settings: Settings, gpu_index: int, *, burst: bool = False, wait_
         worker.work(burst=burst, with_scheduler=False, logging_level=logging.getLevelName(log.getEffectiveLevel()))
         return 0
     finally:
+        if measuring is not None:
+            use_measuring_process(None)
+            measuring.stop()
         if heartbeat is not None:
             heartbeat.close()
         try:
             lock.release()
         except RedisError:
             pass
+
+
+def _released_after_kill(settings: Settings, gpu_index: int, has_gpu: bool) -> None:
+    """After a measuring process that overran its job was killed: release what it held on the GPU."""
+    for what in release_leftovers(settings, gpu_index, has_gpu):
+        log.warning("GPU %d: %s, left by a measuring process that had to be killed", gpu_index, what)
 
 
 def healthcheck(settings: Settings, gpu_index: int) -> tuple[bool, str]:

@@ -1,8 +1,9 @@
-"""The rq job: run a group of ledger rows (one workload, one estimator, one host class) through the engine once.
+"""The rq jobs: run a group of ledger rows (one workload, one estimator, one host class) through the engine once;
+and give rows that wait for a GPU measurement their GPU-free estimate.
 
-Enqueued by name ("worker.tasks.run_predictions", ledger.queues.RUN_PREDICTIONS) so the API never imports this.
-Targets of one request that need the same host setting share one measurement because they go to one
-Engine.predict call, which measures each distinct setting once.
+Enqueued by name ("worker.tasks.run_predictions" and "worker.tasks.estimate_predictions", ledger.queues) so the API
+never imports this. Targets of one request that need the same host setting share one measurement because they go
+to one Engine.predict call, which measures each distinct setting once.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -25,8 +26,8 @@ from sqlalchemy.orm import Session
 from understudy.catalog import TargetSpec
 from ledger.admission import job_started
 from understudy.errors import UnderstudyError
-from understudy.estimator_info import CALIBRATED_ESTIMATOR
-from ledger.queues import ENV_WORKER_PID, ENV_WORKER_TOKEN
+from understudy.estimator_info import CALIBRATED_ESTIMATOR, ESTIMATE_ESTIMATOR
+from ledger.queues import ENV_WORKER_TOKEN
 from understudy.results import PredictionResult, Status
 from understudy.settings import Settings, get_settings
 from ledger.db import get_engine
@@ -34,7 +35,7 @@ from ledger.models import Calibration, Prediction
 from ledger import predictions
 from ledger.calibrations import calibration_set
 from understudy.workload import Workload
-from engine.lifetime import die_with_parent
+from worker.measuring import MeasuringProcess, MeasuringProcessDied
 
 log = logging.getLogger(__name__)
 
@@ -58,18 +59,36 @@ def _started(job: Any, settings: Settings) -> None:
 
 
 def run_predictions(prediction_ids: Sequence[str]) -> dict[str, Any]:
-    """Claim the rows still queued under this job, predict them together, write each result to its row.
-
-    Whatever goes wrong is recorded on the claimed rows with its own message (a job that raised is a failed
-    prediction, not a dead worker for the reconciler to retry)."""
-    _die_with_worker()
+    """The rq job: predict these rows in the worker's warm measuring process (worker.measuring), or here when the
+    job runs outside `understudy worker` (rq's SimpleWorker in a test, a direct call)."""
     settings = get_settings()
     job = get_current_job()
     _started(job, settings)
     job_id = job.id if job is not None else None
+    limit = float(job.timeout if job is not None and job.timeout else settings.job_timeout_s)
+    ids = [str(i) for i in prediction_ids]
+    measuring = measuring_process()
+    if measuring is None:
+        return run_claimed(ids, job_id, limit)
+    db = get_engine(settings.database_url)
+    try:
+        return dict(measuring.run(RUN_CLAIMED, [ids, job_id, limit], timeout_s=limit, fresh=restricts_sms(db, ids)))
+    except MeasuringProcessDied as exc:
+        # The process never got to record a failure on the rows it held: say why here.
+        if job_id is not None:
+            fail_job(db, job_id, str(exc))
+        raise
+
+
+def run_claimed(prediction_ids: list[str], job_id: str | None, limit_s: float) -> dict[str, Any]:
+    """Claim the rows still queued under this job, predict them together, write each result to its row.
+
+    Whatever goes wrong is recorded on the claimed rows with its own message (a job that raised is a failed
+    prediction, not a dead worker for the reconciler to retry)."""
+    settings = get_settings()
     worker_id = os.environ.get(ENV_WORKER_TOKEN)
     db = get_engine(settings.database_url)
-    rows = claim(db, [str(i) for i in prediction_ids], job_id=job_id, worker_id=worker_id)
+    rows = claim(db, prediction_ids, job_id=job_id, worker_id=worker_id)
     if not rows:
         # Another job (a duplicate from the reconciler) already ran them, or they were re-queued elsewhere.
         return {"claimed": 0}
@@ -78,8 +97,7 @@ def run_predictions(prediction_ids: Sequence[str]) -> dict[str, Any]:
         results = predict_rows(rows, settings)
         statuses = finish(db, rows, results)
     except JobTimeoutException:
-        limit = job.timeout if job is not None and job.timeout else settings.job_timeout_s
-        fail(db, claimed, f"timed out after {limit} s (the job time limit, UNDERSTUDY_JOB_TIMEOUT_S)", worker_id)
+        fail(db, claimed, f"timed out after {limit_s:g} s (the job time limit, UNDERSTUDY_JOB_TIMEOUT_S)", worker_id)
         raise
     except UnderstudyError as exc:
         fail(db, claimed, str(exc)[:MAX_ERROR_CHARS], worker_id)
@@ -96,6 +114,99 @@ def run_predictions(prediction_ids: Sequence[str]) -> dict[str, Any]:
                           + (f": {first_line}" if first_line else ""), worker_id)
         raise
     return {"claimed": len(claimed), "statuses": statuses}
+
+
+def estimate_predictions(prediction_ids: Sequence[str]) -> dict[str, Any]:
+    """The rq job that gives rows waiting for a GPU measurement their GPU-free estimate: in the worker's warm
+    measuring process (where torch is loaded already), or here outside `understudy worker`. It never fails a row:
+    whatever goes wrong is logged and the rows wait for their measurement without an estimate."""
+    settings = get_settings()
+    job = get_current_job()
+    limit = float(job.timeout if job is not None and job.timeout else settings.job_timeout_s)
+    ids = [str(i) for i in prediction_ids]
+    measuring = measuring_process()
+    if measuring is None:
+        return estimate_rows(ids)
+    try:
+        return dict(measuring.run(ESTIMATE_ROWS, [ids], timeout_s=limit))
+    except (MeasuringProcessDied, JobTimeoutException, RuntimeError) as exc:
+        log.warning("no estimate for %d row(s): %s", len(ids), exc)
+        return {"estimated": 0}
+
+
+def estimate_rows(prediction_ids: list[str]) -> dict[str, Any]:
+    """Predict these rows' workload on their targets with the GPU-free estimator and attach each result to its row
+    (ledger.predictions.record_estimate) while the row still waits. Claims nothing: a row already final or already
+    estimated is skipped, and an estimate that cannot be made is logged and left out."""
+    settings = get_settings()
+    db = get_engine(settings.database_url)
+    with Session(db, expire_on_commit=False) as session:
+        rows = list(session.scalars(select(Prediction).where(
+            Prediction.id.in_(prediction_ids), Prediction.status.in_([Status.queued.value, Status.running.value]),
+            Prediction.estimate.is_(None))))
+    groups: dict[str, list[Prediction]] = {}
+    for row in rows:
+        groups.setdefault(row.workload_digest, []).append(row)
+    estimated = 0
+    for members in groups.values():
+        try:
+            workload = Workload.model_validate(members[0].workload)
+            targets = [TargetSpec.model_validate(row.target) for row in members]
+            results = engine_for(settings.worker_gpu).predict(workload, targets, ESTIMATE_ESTIMATOR)
+        except Exception:
+            log.exception("no estimate for %d row(s) of workload %s", len(members), members[0].workload_digest)
+            continue
+        with Session(db) as session:
+            for row, result in zip(members, results, strict=True):
+                if non_finite(result) is None and predictions.record_estimate(session, row.id, result):
+                    estimated += 1
+            session.commit()
+    return {"estimated": estimated}
+
+
+# The paper's mapping: it times the step under the target's SM count, in-process by green context.
+SM_RESTRICTING_ESTIMATOR = "spec"
+# What the measuring process runs, by the name the worker sends it.
+RUN_CLAIMED = "run_claimed"
+ESTIMATE_ROWS = "estimate_rows"
+CHILD_FUNCTIONS: dict[str, Callable[..., Any]] = {RUN_CLAIMED: run_claimed, ESTIMATE_ROWS: estimate_rows}
+
+
+def restricts_sms(db: DbEngine, ids: list[str]) -> bool:
+    """Whether these rows' estimator restricts the host's SMs in-process (spec, by green context): such a job gets
+    a measuring process of its own (worker.measuring says why)."""
+    settings = get_settings()
+    if settings.sm_mechanism != "green-context":
+        return False
+    with Session(db) as session:
+        estimator = session.scalars(select(Prediction.estimator).where(Prediction.id.in_(ids)).limit(1)).first()
+    return estimator == SM_RESTRICTING_ESTIMATOR
+
+
+def warm_up() -> None:
+    """What the measuring process does before its first job: build the engine (torch, timm, the host probe) and, on
+    a GPU, create the CUDA context and the math libraries' handles that every measurement needs."""
+    engine = engine_for(get_settings().worker_gpu)
+    import torch
+
+    if engine.host.has_gpu and torch.cuda.is_available():
+        from engine.timing import warm_up_gpu
+
+        warm_up_gpu(engine.gpu_index)
+
+
+def measuring_process() -> MeasuringProcess | None:
+    """The warm measuring process of the worker this job runs in; None outside `understudy worker`."""
+    return _measuring
+
+
+def use_measuring_process(process: MeasuringProcess | None) -> None:
+    """Run this process's jobs in `process` (the worker sets it at start-up, and clears it when it stops)."""
+    global _measuring
+    _measuring = process
+
+
+_measuring: MeasuringProcess | None = None
 
 
 def claim(db: DbEngine, ids: list[str], *, job_id: str | None, worker_id: str | None) -> list[Prediction]:
@@ -235,11 +346,3 @@ def fail_job(db: DbEngine, job_id: str, reason: str) -> int:
         done = predictions.fail_job(session, job_id, reason)
         session.commit()
         return done
-
-
-def _die_with_worker() -> None:
-    """In a job process of `understudy worker`: die with the worker, so no orphan keeps using a GPU it gave up."""
-    parent = os.environ.get(ENV_WORKER_PID)
-    if not parent:
-        return  # run in-process (SimpleWorker, a test, a direct call): nothing to tie
-    die_with_parent(int(parent))

@@ -137,6 +137,19 @@
   }
 
   const badge = (status) => el("span", { class: `badge status-${status}`, text: status });
+
+  // A prediction's time in a table: marked apart ("estimate") while it is the GPU-free estimate, not its own answer.
+  function latencyCell(p) {
+    const value = p.latency ? fmtMs(p.latency.min_ms) : "–";
+    if (p.answer !== "estimate") return el("td", { class: "num", text: value });
+    return el("td", { class: "num estimate", dataset: { answer: "estimate" },
+                      title: `estimated without a GPU (${p.estimate.estimator}); the measurement follows` },
+      el("span", { class: "answer-tag", text: "estimate" }), ` ${value}`);
+  }
+
+  // What a final prediction was estimated at before its measurement: "estimate 10.90 ms (analytic)".
+  const estimateNote = (p) => (p.answer === "final" && p.estimate && p.estimate.latency_ms !== null
+    ? `estimate ${fmtMs(p.estimate.latency_ms)} ms (${p.estimate.estimator})` : "");
   const hostLabel = (p) => p.host.gpu_name || p.host.host_class;
   const targetLabel = (p) => p.target_name || p.target_id;
 
@@ -275,7 +288,7 @@
           el("td", { text: p.estimator }),
           el("td", { text: hostLabel(p), title: p.host.worker || p.host.host_class }),
           el("td", { class: "status" }, badge(p.status)),
-          el("td", { class: "num", text: p.latency ? fmtMs(p.latency.min_ms) : "–" }),
+          latencyCell(p),
           el("td", { class: "num", text: p.latency ? fmtMs(p.latency.spread_ms) : "–" }),
           el("td", { class: "num", text: fmtNum(p.samples_per_s) }));
       }));
@@ -336,6 +349,7 @@
 
   // groups: [{id, name, cells: {estimator: prediction}}]; series: estimator names.
   function drawChart(groups, series) {
+    const cells = groups.flatMap((group) => Object.values(group.cells));
     const slot = Math.max(56, 28 * series.length + 20);
     const margin = { top: 34, right: 20, bottom: 110, left: 92 };
     const available = Math.max(640, $("#workload-chart").clientWidth || 960);
@@ -348,6 +362,7 @@
     for (const group of groups) {
       for (const p of Object.values(group.cells)) {
         if (p.latency && p.latency.min_ms !== null) top = Math.max(top, p.latency.min_ms + (p.latency.spread_ms || 0));
+        if (p.estimate && p.estimate.latency_ms !== null) top = Math.max(top, p.estimate.latency_ms);
         if (p.interval_ms) {
           top = Math.max(top, p.interval_ms[1]);
           coverage = p.coverage;
@@ -393,16 +408,21 @@
         const w = Math.max(2, barWidth - 3);
         const setting = p.host_setting ? p.host_setting.summary : "no host setting (nothing measured)";
         const tip = `${targetLabel(p)} · ${name}: `;
-        if (p.status === "done" && p.latency) {
+        if ((p.status === "done" || p.status === "estimated") && p.latency) {
           const value = p.latency.min_ms;
           const tight = p.memory && p.memory.verdict === "tight";
+          // The GPU-free estimate, while the measurement is awaited: a pale bar, dotted in the estimator's colour.
+          const estimated = p.answer === "estimate";
           const interval = p.interval_ms ? ` · ${percent(p.coverage)} interval ${fmtInterval(p)} ms` : "";
           const memory = p.memory ? ` · memory ${p.memory.summary}` : "";
-          g.append(svg("rect", { class: tight ? "bar tight" : "bar", x, y: y(value), width: w,
-                                 height: Math.max(1, y(0) - y(value)), fill: estimatorColor(name),
-                                 dataset: { target: group.id, estimator: name } },
-            svg("title", { text: `${tip}${fmtMs(value)} ms${interval} (spread ${fmtMs(p.latency.spread_ms)} ms)` +
-                                 `${memory} · ${setting}` })));
+          const what = estimated ? ` (estimated without a GPU by ${p.estimate.estimator}; the measurement follows)`
+            : ` (spread ${fmtMs(p.latency.spread_ms)} ms)`;
+          const classes = ["bar", tight ? "tight" : null, estimated ? "estimate" : null].filter(Boolean).join(" ");
+          g.append(svg("rect", { class: classes, x, y: y(value), width: w, height: Math.max(1, y(0) - y(value)),
+                                 fill: estimatorColor(name), "fill-opacity": estimated ? 0.2 : null,
+                                 stroke: estimated ? estimatorColor(name) : null,
+                                 dataset: { target: group.id, estimator: name, answer: p.answer } },
+            svg("title", { text: `${tip}${fmtMs(value)} ms${interval}${what}${memory} · ${setting}` })));
           if (p.interval_ms) {
             // The shaded range: where the measured time should fall, for the coverage's share of workloads.
             const [low, high] = p.interval_ms;
@@ -423,7 +443,14 @@
           if (w >= 22) {
             const above = Math.max(value + spread, p.interval_ms ? p.interval_ms[1] : 0);
             g.append(svg("text", { class: "bar-value", x: x + w / 2, y: y(above) - 5,
-                                   "text-anchor": "middle", text: fmtMs(value) }));
+                                   "text-anchor": "middle", text: estimated ? `~${fmtMs(value)}` : fmtMs(value) }));
+          }
+          if (!estimated && p.estimate && p.estimate.latency_ms !== null) {
+            // What it was estimated at before it was measured: a hollow point on the measured bar.
+            g.append(svg("circle", { class: "estimate-point", cx: x + w / 2, cy: y(p.estimate.latency_ms), r: 4,
+                                     dataset: { target: group.id, estimator: name } },
+              svg("title", { text: `${tip}estimated ${fmtMs(p.estimate.latency_ms)} ms without a GPU ` +
+                                   `(${p.estimate.estimator}) before it was measured` })));
           }
         } else if (p.status === "oom") {
           g.append(svg("rect", { class: "oom", x, y: margin.top, width: w, height: inner.h,
@@ -464,6 +491,11 @@
     ox += 130;
     legend.append(svg("rect", { x: ox, y: 8, width: 12, height: 12, fill: "url(#oom-hatch)", stroke: "#c0392b" }),
                   svg("text", { x: ox + 18, y: 18, text: "OOM: does not fit" }));
+    ox += 150;
+    if (cells.some((p) => p.estimate)) {
+      legend.append(svg("rect", { class: "estimate-swatch", x: ox, y: 8, width: 12, height: 12 }),
+                    svg("text", { x: ox + 18, y: 18, text: "estimate (no GPU)" }));
+    }
     chart.append(legend);
     return chart;
   }
@@ -527,12 +559,13 @@
       for (const name of series) {
         const p = group.cells[name];
         if (!p) continue;
-        rows.push(el("tr", { dataset: { id: p.id, target: p.target_id, estimator: p.estimator, status: p.status },
+        rows.push(el("tr", { dataset: { id: p.id, target: p.target_id, estimator: p.estimator, status: p.status,
+                                        ...(p.answer ? { answer: p.answer } : {}) },
                              class: requestId && p.request_id === requestId ? "mine" : null },
           el("td", { text: targetLabel(p), title: p.target_id }),
           el("td", {}, el("span", { class: "swatch", dataset: { estimator: name } }), ` ${name} v${p.estimator_version}`),
           el("td", { class: "status" }, badge(p.status)),
-          el("td", { class: "num", text: p.latency ? fmtMs(p.latency.min_ms) : "–" }),
+          latencyCell(p),
           el("td", { class: "num interval", text: fmtInterval(p),
                      title: p.interval_ms ? `${percent(p.coverage)} interval: ${p.band.basis}` : null }),
           el("td", { class: "num", text: p.latency ? fmtMs(p.latency.spread_ms) : "–" }),
@@ -541,7 +574,8 @@
           el("td", { text: p.host_setting ? p.host_setting.summary : (p.status === "done" ? "none (not measured)" : "–"),
                      class: p.host_setting ? null : "muted" }),
           el("td", { text: hostLabel(p), title: p.host.worker || "" }),
-          el("td", { class: "note", text: p.error || (p.cached ? "cached" : "") })));
+          el("td", { class: "note", text: [p.error, p.cached ? "cached" : null, estimateNote(p)]
+            .filter(Boolean).join(" · ") })));
       }
     }
     $("#workload-table tbody").replaceChildren(...rows);
@@ -567,9 +601,10 @@
 
   // --- live: jobs and workers ---------------------------------------------------------------------------------
 
-  function renderJobs(queued, running) {
-    const jobs = [...running.data, ...queued.data];
-    $("#jobs-count").textContent = `${running.count} running · ${queued.count} queued`;
+  // Estimated predictions still wait for their measurement: they are jobs too.
+  function renderJobs(queued, running, estimated) {
+    const jobs = [...running.data, ...estimated.data, ...queued.data];
+    $("#jobs-count").textContent = `${running.count} running · ${estimated.count} estimated · ${queued.count} queued`;
     const body = $("#jobs-table tbody");
     if (!jobs.length) {
       body.replaceChildren(el("tr", {}, el("td", { colspan: 9, class: "empty", text: "Nothing queued or running." })));
@@ -614,13 +649,14 @@
 
   async function showLive(_arg, _params, gen) {
     await poll(gen, async () => {
-      const [queued, running, hosts] = await Promise.all([
+      const [queued, running, estimated, hosts] = await Promise.all([
         api("/v1/predictions", { params: { status: "queued", sort: "created_at", order: "asc", limit: 100 } }),
         api("/v1/predictions", { params: { status: "running", sort: "created_at", order: "asc", limit: 100 } }),
+        api("/v1/predictions", { params: { status: "estimated", sort: "created_at", order: "asc", limit: 100 } }),
         api("/v1/hosts"),
       ]);
       if (gen !== generation) return null;
-      renderJobs(queued, running);
+      renderJobs(queued, running, estimated);
       renderHosts(hosts);
       $("#live-updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
       return 2000;

@@ -122,7 +122,8 @@ window.UnderstudyViews.populations = (h) => {
   }
 
   function fleetCdf(population) {
-    const ran = population.devices.filter((d) => d.status === "done" && d.latency_ms !== null)
+    // A provisional population counts each device not measured yet at its GPU-free estimate (its summary does too).
+    const ran = population.devices.filter((d) => ["done", "estimated"].includes(d.status) && d.latency_ms !== null)
       .sort((a, b) => a.latency_ms - b.latency_ms);
     const total = ran.reduce((sum, d) => sum + d.share, 0) || 1;
     let cumulative = 0;
@@ -193,8 +194,10 @@ window.UnderstudyViews.populations = (h) => {
     const s = population.summary;
     const measured = (population.measurements || []).length;
     const by = measured ? `${population.estimator} by ${measured} measured step time(s)` : population.estimator;
+    const provisional = population.status === "estimated"
+      ? " (provisional: devices not measured yet count at their GPU-free estimate; updating…)" : "";
     $("#population-state").textContent = s
-      ? `${by}: p50 ${fmtMs(s.p50_ms)} ms, p90 ${fmtMs(s.p90_ms)} ms, p99 ${fmtMs(s.p99_ms)} ms`
+      ? `${by}: p50 ${fmtMs(s.p50_ms)} ms, p90 ${fmtMs(s.p90_ms)} ms, p99 ${fmtMs(s.p99_ms)} ms${provisional}`
       : `${population.status}${population.error ? `: ${population.error}` : ""}`;
     $("#population-state").dataset.state = population.status;
     if (s) $("#fleet-chart").replaceChildren(fleetCdf(population));

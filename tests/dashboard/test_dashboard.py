@@ -247,7 +247,7 @@ def test_the_live_view_shows_queued_jobs_and_workers_and_updates_without_a_reloa
 
     page.wait_for_selector("#jobs-table tbody tr[data-status=queued]")
     assert page.locator("#jobs-table tbody tr[data-status=queued]").count() == 2
-    assert page.inner_text("#jobs-count") == "0 running · 2 queued"
+    assert page.inner_text("#jobs-count") == "0 running · 0 estimated · 2 queued"
     assert "No worker has registered" in page.inner_text("#hosts-table")
 
     with Session(live.db) as session:  # a worker's heartbeat, as `understudy worker` writes it
@@ -266,7 +266,7 @@ def test_the_live_view_shows_queued_jobs_and_workers_and_updates_without_a_reloa
                         .values(status="running", started_at=utcnow()))
         session.commit()
     page.wait_for_selector("#jobs-table tbody tr[data-status=running]")
-    assert page.inner_text("#jobs-count") == "1 running · 1 queued"
+    assert page.inner_text("#jobs-count") == "1 running · 0 estimated · 1 queued"
     page.screenshot(path=str(artifacts / "live-view.png"), full_page=True)
     with Session(live.db) as session:
         session.execute(update(Prediction).where(Prediction.id == created.data[0].id)
@@ -276,7 +276,7 @@ def test_the_live_view_shows_queued_jobs_and_workers_and_updates_without_a_reloa
     live.resume_workers()
 
     page.wait_for_selector("#jobs-table td.empty", timeout=60_000)
-    assert page.inner_text("#jobs-count") == "0 running · 0 queued"
+    assert page.inner_text("#jobs-count") == "0 running · 0 estimated · 0 queued"
     assert page.evaluate("window.__notReloaded") is True
 
 

@@ -67,3 +67,19 @@ def test_the_cache_key_is_unique_in_the_migrated_schema(scratch_url):
     engine.dispose()
 
     assert {"column_names": ["cache_key"]}.items() <= unique[0].items()
+
+
+def test_0005_adds_the_estimate_column_and_its_downgrade_takes_only_that_away(scratch_url):
+    config = alembic_config(scratch_url)
+    engine = create_engine(scratch_url)
+
+    command.upgrade(config, "0005")
+    with engine.connect() as connection:
+        upgraded = {column["name"] for column in inspect(connection).get_columns("predictions")}
+    command.downgrade(config, "0004")
+    with engine.connect() as connection:
+        downgraded = {column["name"] for column in inspect(connection).get_columns("predictions")}
+    engine.dispose()
+
+    assert "estimate" in upgraded
+    assert downgraded == upgraded - {"estimate"}

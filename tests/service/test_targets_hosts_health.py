@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 
 from understudy.catalog import catalog
 from ledger.db import get_engine
+from ledger.dispatch import rq_queue
 from ledger.models import Host, utcnow
 
 from .helpers import predict_body, queued_job_count
@@ -61,7 +62,7 @@ def test_hosts_show_gpu_fingerprint_heartbeat_and_queue_depth(client, db, auth, 
     assert (host["id"], host["gpu_name"], host["fingerprint"]) == ("gpubox:gpu0", "NVIDIA H200", "f00dfeedf00dfeed")
     assert host["alive"] is True and host["last_heartbeat"]
     assert host["queue_depth"] == 1
-    assert host["queues"] == {"gpu:f00dfeedf00dfeed": 1, "cpu": 0}
+    assert host["queues"] == {"gpu:f00dfeedf00dfeed": 1, "cpu": 1}  # the measurement, and its GPU-free estimate
 
 
 def test_a_host_without_a_recent_heartbeat_is_shown_as_not_alive(client, db):
@@ -151,7 +152,7 @@ def test_a_gpu_estimator_goes_to_the_registered_gpu_hosts_queue_with_its_version
     assert item["host"]["host_class"] == "gpu:f00dfeedf00dfeed"
     assert item["estimator_version"] == "1+mps+emulated"  # as the host advertised it
     assert queued_job_count(redis, "gpu:f00dfeedf00dfeed") == 1
-    assert queued_job_count(redis, "cpu") == 0
+    assert [job.func_name for job in rq_queue(redis, "cpu").get_jobs()] == ["worker.tasks.estimate_predictions"]
 
 
 def test_without_an_estimator_a_registered_gpu_host_gets_hostaware(client, auth, db):

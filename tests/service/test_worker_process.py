@@ -174,3 +174,38 @@ def test_a_job_whose_worker_is_killed_mid_job_completes_on_the_next_worker(clien
     assert finished.status == "done"
     assert finished.attempts == 2
     assert finished.worker_id != first_worker_id
+
+
+def measuring_processes(worker: subprocess.Popen) -> list[int]:
+    return [pid for pid in children_of(worker.pid) if alive(pid)]
+
+
+def test_a_workers_jobs_run_one_after_another_in_one_warm_measuring_process(client, auth, db, workers):
+    workers.append(worker := start_worker())
+    wait_for(lambda: registered(db), 60, "the worker to register")
+    first = client.post("/v1/predictions", json=predict_body(), headers=auth).json()["data"][0]["id"]
+    wait_for(lambda: row(db, first).status == "done", 120, "the first job")
+    before = measuring_processes(worker)
+
+    second = client.post("/v1/predictions", json=predict_body(batch_size=9), headers=auth).json()["data"][0]["id"]
+    wait_for(lambda: row(db, second).status == "done", 120, "the second job")
+
+    assert len(before) == 1
+    assert measuring_processes(worker) == before
+
+
+def test_a_measuring_process_that_dies_mid_job_fails_its_rows_with_the_reason_and_is_replaced(
+        client, auth, db, workers):
+    workers.append(worker := start_worker(slow_s=60))
+    wait_for(lambda: registered(db), 60, "the worker to register")
+    prediction_id = client.post("/v1/predictions", json=predict_body(), headers=auth).json()["data"][0]["id"]
+    wait_for(lambda: row(db, prediction_id).status == "running", 120, "the job to start")
+    (dead,) = measuring_processes(worker)
+
+    os.kill(dead, signal.SIGKILL)
+
+    wait_for(lambda: row(db, prediction_id).status == "failed", 30, "the job's rows to fail")
+    assert row(db, prediction_id).error.startswith("the job's process died (exit status -9, signal 9)")
+    wait_for(lambda: len(measuring_processes(worker)) == 1 and dead not in measuring_processes(worker), 30,
+             "a new measuring process")
+    assert worker.poll() is None

@@ -23,7 +23,8 @@ router = APIRouter(prefix="/v1/populations", tags=["populations"])
     response_model=PopulationPublic,
     responses={
         200: {"model": PopulationPublic, "description": "every prediction was cached: the summary is here"},
-        202: {"description": "queued: poll GET /v1/populations/{id} until status is done"},
+        202: {"description": "queued (or estimated, with a provisional summary): poll GET /v1/populations/{id} "
+                             "until status is done"},
         409: {"model": ErrorPublic, "description": "a GPU estimator and no GPU worker (or the named host) registered"},
         **COMMON_ERRORS,
     },
@@ -43,7 +44,8 @@ def create_population(body: PopulationCreate, response: Response, session: Sessi
 @router.get("/{population_id}", response_model=PopulationPublic,
             responses={404: {"model": ErrorPublic, "description": "no population has this id"}, **COMMON_ERRORS})
 def read_population(population_id: str, session: SessionDep, caller: ReadKeyDep) -> PopulationPublic:
-    """One population: its devices' predictions and, once all are final, the summary (a key sees its own)."""
+    """One population: its devices' predictions and, once all are final, the summary; while the devices not final
+    yet all carry a GPU-free estimate, status estimated and a provisional summary from those (a key sees its own)."""
     population = crud.get_population(session=session, population_id=population_id,
                                      owner=crud.visible_owner(caller))
     if population is None:

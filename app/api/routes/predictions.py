@@ -35,7 +35,8 @@ CoverageQuery = Annotated[float, Query(ge=MIN_COVERAGE, le=MAX_COVERAGE, allow_i
     response_model=PredictionRequestPublic,
     responses={
         200: {"model": PredictionRequestPublic, "description": "every result was cached: here they are"},
-        202: {"description": "queued: poll GET /v1/predictions/{id} for each id"},
+        202: {"description": "queued (or estimated without a GPU, while the GPU measurement is awaited): poll "
+                             "GET /v1/predictions/{id} for each id"},
         409: {"model": ErrorPublic, "description": "a GPU estimator and no GPU worker (or the named host) registered; "
                                                    "or estimator calibrated and a target without a calibration"},
         **COMMON_ERRORS,
@@ -44,7 +45,9 @@ CoverageQuery = Annotated[float, Query(ge=MIN_COVERAGE, le=MAX_COVERAGE, allow_i
 async def create_predictions(body: PredictionCreate, response: Response, session: SessionDep, redis: RedisDep,
                              settings: SettingsDep, caller: WriteKeyDep) -> PredictionRequestPublic:
     """Predict a workload's step time on each target: 202 with one prediction per target to poll, or 200 at once
-    when every result is in the cache. The same request twice (or at the same moment) runs once."""
+    when every result is in the cache. The same request twice (or at the same moment) runs once. A prediction that
+    waits for a GPU measurement is estimated without a GPU first: from the cache at once (status estimated in this
+    answer), else within seconds."""
     # A repeated request whose results this process has served the caller before: from memory, on the event loop.
     keys = crud.cache_keys_at_once(settings=settings, request=body)
     hits = (finished.by_keys(keys, caller.key_id if caller is not None else None, settings.remember_finished_s)
@@ -78,8 +81,9 @@ def _create_predictions(body: PredictionCreate, response: Response, session: Ses
 async def read_prediction(prediction_id: str, session: SessionDep, settings: SettingsDep, caller: ReadKeyDep,
                           coverage: CoverageQuery = DEFAULT_COVERAGE) -> PredictionPublic:
     """One prediction: its status and, once done, its latency with the interval it should fall in, whether it fits
-    the target's memory, the host setting it was measured under, and how. A key sees the predictions it asked for
-    (an admin key every one)."""
+    the target's memory, the host setting it was measured under, and how. While a GPU measurement is awaited it may
+    show status estimated: the GPU-free estimate's numbers, marked answer=estimate, until the final answer replaces
+    them (the estimate stays in `estimate`). A key sees the predictions it asked for (an admin key every one)."""
     owner = crud.visible_owner(caller)
     # A finished row this process has shown this owner before: from memory, on the event loop.
     public = finished.get(prediction_id, owner, settings.remember_finished_s)
@@ -107,7 +111,9 @@ def read_predictions(
     host: Annotated[str | None, Query(max_length=200, description="host class, fingerprint, GPU name or worker "
                                                                   "slot")] = None,
     estimator: Annotated[str | None, Query(max_length=40)] = None,
-    status_: Annotated[Status | None, Query(alias="status")] = None,
+    status_: Annotated[Status | None, Query(alias="status", description="as each prediction's status shows it: "
+                                            "estimated is a prediction waiting for its GPU measurement with an "
+                                            "estimate in hand, so queued and running are those without one")] = None,
     since: Annotated[datetime | None, Query(description="created at or after (ISO 8601)")] = None,
     until: Annotated[datetime | None, Query(description="created before (ISO 8601)")] = None,
     workload: Annotated[str | None, Query(max_length=64, description="a workload digest (workload_digest): "
