@@ -1,0 +1,178 @@
+"""How soon a user sees a number, on the GPU test host: the CLI's first estimate, and a warm worker's measurements.
+
+Two measurements, written as JSON and markdown to --out (`first-number.json`, `first-number.md`):
+
+- `screen`: `understudy predict MODEL --targets <ten GPUs>` on a terminal (a pty), a fresh process with an empty cache
+  for a workload never predicted before. The seconds from the command's start until the first predicted time is on
+  the screen (the estimate, while the GPU measures), and until the command ends with every target measured.
+- `worker`: what the service's worker does in its warm measuring process (worker.measuring): warm up once
+  (worker.tasks.warm_up: torch, the engine, CUDA and the math libraries), then measure one workload after another
+  for ten targets, each new to the process, through the engine the process keeps (worker.tasks.engine_for).
+
+Both run after predict_wall's warm-up (Python's bytecode written, CUDA libraries read), as on a machine whose
+packages pip installed.
+
+    source scripts/device_setup.sh && python3 -m benchmarks.cli.first_number --out $OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.cli.predict_wall import CLI_MODULE, FIRST_TARGETS, ROOT, warm_up
+
+SCREEN_WORKLOADS = (
+    ["resnet50", "--mode", "train", "--batch-size", "64"],
+    ["convnext_tiny", "--mode", "train", "--batch-size", "64"],
+    ["vit_base_patch16_224", "--mode", "infer", "--batch-size", "64"],
+    ["efficientnet_b0", "--mode", "infer", "--batch-size", "64"],
+)
+# Other workloads than the screen's, so that each is new to the measuring process.
+WORKER_WORKLOADS = (
+    {"model": "resnet34", "mode": "train", "batch_size": 64},
+    {"model": "regnety_016", "mode": "train", "batch_size": 64},
+    {"model": "deit_small_patch16_224", "mode": "infer", "batch_size": 64},
+    {"model": "mobilenetv3_large_100", "mode": "train", "batch_size": 64},
+    {"model": "convnext_small", "mode": "infer", "batch_size": 64},
+)
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]")
+# A predicted time with its interval, as the table prints it: "81.70 (70.16-93.18)".
+NUMBER = re.compile(r"\d+\.\d+ \(\d+(\.\d+)?-\d+(\.\d+)?\)")
+
+
+def on_screen(workload: list[str], scratch: Path, timeout_s: float = 300.0) -> dict[str, Any]:
+    """Run one prediction on a pty: seconds until a predicted time is first on screen, and until the command ends."""
+    env = {**os.environ, "UNDERSTUDY_CACHE_DIR": str(scratch / "cache"), "COLUMNS": "200", "LINES": "50",
+           "TERM": "xterm-256color", "DATABASE_URL": f"sqlite:///{scratch / 'predictions.sqlite'}",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", CLI_MODULE, "predict", *workload, "--targets", ",".join(FIRST_TARGETS)]
+    main, child = pty.openpty()
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdin=child, stdout=child, stderr=child, env=env, cwd=ROOT,
+                               close_fds=True)
+    os.close(child)
+    seen, first_number = b"", None
+    while time.perf_counter() - started < timeout_s:
+        ready, _, _ = select.select([main], [], [], 0.05)
+        if ready:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # the pty closes when the command ends
+                break
+            if not chunk:
+                break
+            seen += chunk
+            if first_number is None and NUMBER.search(ANSI.sub("", seen.decode(errors="replace"))):
+                first_number = time.perf_counter() - started
+        elif process.poll() is not None:
+            break
+    code = process.wait(timeout=30)
+    ended = time.perf_counter() - started
+    os.close(main)
+    text = ANSI.sub("", seen.decode(errors="replace"))
+    return {"workload": " ".join(workload), "first_number_s": round(first_number, 3) if first_number else None,
+            "done_s": round(ended, 3), "exit_code": code, "estimated_shown": "estimated" in text,
+            "last_lines": text.strip().splitlines()[-16:]}
+
+
+def worker_child() -> dict[str, Any]:
+    """In a process of its own, as the worker's measuring process: warm up, then one workload after another."""
+    started = time.perf_counter()
+    from understudy.catalog import resolve_target
+    from understudy.workload import Workload
+    from worker.tasks import engine_for, warm_up as warm_measuring_process
+
+    warm_measuring_process()
+    report: dict[str, Any] = {"warm_up_s": round(time.perf_counter() - started, 3), "workloads": []}
+    targets = [resolve_target(name) for name in FIRST_TARGETS]
+    engine = engine_for(0)
+    for spec in WORKER_WORKLOADS:
+        workload = Workload.model_validate(spec)
+        began = time.perf_counter()
+        results = engine.predict(workload, targets, "hostaware")
+        report["workloads"].append({"workload": workload.label, "seconds": round(time.perf_counter() - began, 3),
+                                    "statuses": sorted({r.status.value for r in results}),
+                                    "errors": sorted({r.error for r in results if r.error}),
+                                    "rtx3090_ms": next((round(r.latency_ms, 2) for r in results
+                                                        if r.target_id == "rtx-3090" and r.latency_ms), None)})
+        print(json.dumps(report["workloads"][-1]), file=sys.stderr, flush=True)
+    return report
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [f"# How soon a number is on screen ({report['date']}, {report['machine']})", "",
+             f"`{report['command']}`", "",
+             f"import torch, timm: {report['import_torch_timm_before_s']} s before the warm-up, "
+             f"{report['import_torch_timm_after_s']} s after.", "",
+             "## `understudy predict` on a terminal, ten targets, a workload new to the machine", "",
+             "| workload | first number on screen (s) | every target measured (s) | estimate shown | exit |",
+             "|---|---|---|---|---|"]
+    for row in report.get("screen", []):
+        lines.append(f"| {row['workload']} | {row['first_number_s']} | {row['done_s']} | {row['estimated_shown']} "
+                     f"| {row['exit_code']} |")
+    worker = report.get("worker") or {}
+    lines += ["", "## The worker's warm measuring process, ten targets per workload", "",
+              f"Warm-up (once per process): {worker.get('warm_up_s')} s.", "",
+              "| order | workload | measured in (s) | statuses | RTX 3090 ms |", "|---|---|---|---|---|"]
+    for index, row in enumerate(worker.get("workloads", []), 1):
+        lines.append(f"| {index} | {row['workload']} | {row['seconds']} | {', '.join(row['statuses'])} "
+                     f"| {row['rtx3090_ms']} |")
+    for row in worker.get("workloads", []):
+        lines.extend(f"- {row['workload']}: {error}" for error in row.get("errors", []))
+    if worker.get("error"):
+        lines += ["", "```", worker["error"], "```"]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "cli" / "results")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        sys.stdout.write("\n" + json.dumps(worker_child()) + "\n")
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    settings = [f"{name}={value}" for name, value in sorted(os.environ.items()) if name.startswith("UNDERSTUDY_")]
+    report: dict[str, Any] = {"command": " ".join([*settings, "python3 -m benchmarks.cli.first_number",
+                                                   *sys.argv[1:]]),
+                              "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                              "machine": f"{os.cpu_count()} cores, {os.uname().nodename}"}
+    report.update(warm_up())
+
+    def save() -> None:
+        (args.out / "first-number.json").write_text(json.dumps(report, indent=2) + "\n")
+        (args.out / "first-number.md").write_text(markdown(report))
+
+    report["screen"] = []
+    for workload in SCREEN_WORKLOADS:
+        with tempfile.TemporaryDirectory(prefix="understudy-screen-") as scratch:
+            report["screen"].append(on_screen(workload, Path(scratch)))
+        print(json.dumps({k: v for k, v in report["screen"][-1].items() if k != "last_lines"}), file=sys.stderr,
+              flush=True)
+        save()
+    done = subprocess.run([sys.executable, "-m", "benchmarks.cli.first_number", "--child"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=600, check=False)
+    sys.stderr.write(done.stderr[-3000:])
+    try:
+        report["worker"] = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        report["worker"] = {"error": done.stderr[-2000:]}
+    save()
+    sys.stdout.write(markdown(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
