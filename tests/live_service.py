@@ -4,6 +4,8 @@
 Alembic), a Redis database of its own, an API key, and the API itself (uvicorn in a subprocess on a free port).
 `LiveService.start_worker()` adds a worker process (rq's SimpleWorker on the "cpu" queue, in a subprocess) that runs
 the analytic estimator; pause_workers() freezes it (SIGSTOP) so that a test can watch jobs wait in the queue.
+register_gpu_host() adds a GPU host to the ledger with no process behind it (the GPU is the only fake), and
+land_measurement() writes the measurement its job would.
 Everything is torn down at the end: processes stopped, schema dropped, Redis flushed.
 
 TEST_DATABASE_URL names the database (default postgresql+psycopg://root@127.0.0.1:5432/test); TEST_LIVE_REDIS_URL
@@ -33,9 +35,14 @@ from sqlalchemy import Engine, create_engine, make_url, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
+from ledger import predictions
+from ledger.models import Host, Prediction, utcnow
+from understudy.results import PredictionResult, Status
+
 REPO = Path(__file__).resolve().parents[1]
 TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL", "postgresql+psycopg://root@127.0.0.1:5432/test")
 LIVE_REDIS_URL = os.environ.get("TEST_LIVE_REDIS_URL", "redis://127.0.0.1:6379/13")
+GPU_FINGERPRINT = "f00dfeedf00dfeed"  # register_gpu_host's host
 # api_keys stay: the service's key lives there
 TABLES = ("populations", "calibrations", "prediction_owners", "predictions", "hosts")
 
@@ -164,6 +171,27 @@ class LiveService:
             connection.execute(text(f"TRUNCATE {', '.join(TABLES)}"))
         for key in self.redis.scan_iter("rq:queue:*"):
             self.redis.delete(key)
+
+    def register_gpu_host(self) -> None:
+        """A GPU worker in the hosts table (GPU_FINGERPRINT), so that GPU estimators are accepted; no process runs
+        it: land_measurement() writes what its jobs would."""
+        with Session(self.db) as session:
+            session.add(Host(id="gpubox:gpu0", host_class=f"gpu:{GPU_FINGERPRINT}", gpu_name="NVIDIA H200",
+                             fingerprint=GPU_FINGERPRINT, last_heartbeat=utcnow(),
+                             info={"estimators": {"hostaware": {"version": "1", "needs_gpu": True}}}))
+            session.commit()
+
+    def land_measurement(self, prediction_id: str, latency_ms: float) -> None:
+        """The registered GPU host's measurement of a row, written as its job would (ledger.predictions.finish)."""
+        with Session(self.db) as session:
+            row = session.get(Prediction, prediction_id)
+            assert row is not None
+            assert predictions.finish(session, prediction_id, PredictionResult(
+                workload_digest=row.workload_digest, target_id=row.target_id, estimator=row.estimator,
+                estimator_version=row.estimator_version, status=Status.done, latency_ms=latency_ms,
+                median_ms=latency_ms, spread_ms=0.0, samples_per_s=row.workload["batch_size"] / latency_ms * 1000,
+                host_fingerprint=GPU_FINGERPRINT))
+            session.commit()
 
     def log_tail(self, lines: int = 40) -> str:
         out = []

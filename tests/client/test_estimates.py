@@ -6,38 +6,13 @@ in the ledger and its measurements land there from the test (the GPU is the only
 
 from __future__ import annotations
 
-from sqlalchemy.orm import Session
-from tests.live_service import LiveService, wait_for
+from tests.live_service import wait_for
 
 from client import Client, Population, Prediction
-from ledger import predictions
-from ledger.models import Host, Prediction as Row, utcnow
-from understudy.results import PredictionResult, Status
+from understudy.results import Status
 
 SMALL = {"model": "resnet18", "mode": "infer", "batch_size": 8, "resolution": 64, "precision": "fp32"}
-FINGERPRINT = "f00dfeedf00dfeed"
 MEASURED_MS = 1.25
-
-
-def register_gpu_host(live: LiveService) -> None:
-    with Session(live.db) as session:
-        session.add(Host(id="gpubox:gpu0", host_class=f"gpu:{FINGERPRINT}", gpu_name="NVIDIA H200",
-                         fingerprint=FINGERPRINT, last_heartbeat=utcnow(),
-                         info={"estimators": {"hostaware": {"version": "1", "needs_gpu": True}}}))
-        session.commit()
-
-
-def land_measurement(live: LiveService, prediction_id: str) -> None:
-    """The GPU worker's measurement of a row, written as its job would."""
-    with Session(live.db) as session:
-        row = session.get(Row, prediction_id)
-        assert row is not None
-        measured = PredictionResult(workload_digest=row.workload_digest, target_id=row.target_id,
-                                    estimator=row.estimator, estimator_version=row.estimator_version,
-                                    status=Status.done, latency_ms=MEASURED_MS, samples_per_s=8 / MEASURED_MS * 1000,
-                                    host_fingerprint=FINGERPRINT)
-        assert predictions.finish(session, prediction_id, measured)
-        session.commit()
 
 
 def estimated(population: Population) -> Population | None:
@@ -45,7 +20,7 @@ def estimated(population: Population) -> Population | None:
 
 
 def test_waiting_returns_only_the_final_answer_and_on_update_sees_the_estimate_first(live):
-    register_gpu_host(live)
+    live.register_gpu_host()
     live.pause_workers()
     seen: list[Prediction] = []
 
@@ -54,7 +29,7 @@ def test_waiting_returns_only_the_final_answer_and_on_update_sees_the_estimate_f
         if prediction.status is Status.queued:
             live.resume_workers()
         if prediction.status is Status.estimated:
-            land_measurement(live, prediction.id)
+            live.land_measurement(prediction.id, MEASURED_MS)
 
     with Client(live.url, live.api_key) as client:
         [done] = client.predict(SMALL, ["rtx-3090"], estimator="hostaware", timeout=60, on_update=on_update).data
@@ -69,7 +44,7 @@ def test_waiting_returns_only_the_final_answer_and_on_update_sees_the_estimate_f
 
 
 def test_predict_without_waiting_returns_an_estimate_the_service_already_holds(live):
-    register_gpu_host(live)
+    live.register_gpu_host()
     with Client(live.url, live.api_key) as client:
         [analytic] = client.predict(SMALL, ["t4"], estimator="analytic", timeout=60).data
         request = client.predict(SMALL, ["t4"], estimator="hostaware", wait=False)
@@ -81,13 +56,13 @@ def test_predict_without_waiting_returns_an_estimate_the_service_already_holds(l
 
 
 def test_a_population_is_read_as_estimated_with_a_provisional_summary_then_done(live):
-    register_gpu_host(live)
+    live.register_gpu_host()
     with Client(live.url, live.api_key) as client:
         created = client.population(SMALL, {"rtx-3090": 3, "t4": 1}, k=2, estimator="hostaware", wait=False)
         provisional = wait_for(lambda: estimated(client.get_population(created.id)), 60,
                                "the population's estimates")
         for device in provisional.devices:
-            land_measurement(live, device.prediction_id)
+            live.land_measurement(device.prediction_id, MEASURED_MS)
         final = client.get_population(created.id)
 
     assert not provisional.final and provisional.summary is not None

@@ -7,42 +7,17 @@ there from the test (the GPU is the only fake)."""
 
 from __future__ import annotations
 
-from sqlalchemy.orm import Session
 from tests.live_service import LiveService, wait_for
 
 from client import Client, PredictionRequest
-from ledger import predictions
-from ledger.models import Host, Prediction, utcnow
-from understudy.results import PredictionResult, Status
 
 SMALL = {"model": "resnet18", "mode": "infer", "batch_size": 8, "resolution": 64, "precision": "fp32"}
-FINGERPRINT = "f00dfeedf00dfeed"
 MEASURED_MS = 1.25
-
-
-def register_gpu_host(live: LiveService) -> None:
-    with Session(live.db) as session:
-        session.add(Host(id="gpubox:gpu0", host_class=f"gpu:{FINGERPRINT}", gpu_name="NVIDIA H200",
-                         fingerprint=FINGERPRINT, last_heartbeat=utcnow(),
-                         info={"estimators": {"hostaware": {"version": "1", "needs_gpu": True}}}))
-        session.commit()
-
-
-def land_measurement(live: LiveService, prediction_id: str) -> None:
-    """The GPU worker's measurement of a row, written as its job would."""
-    with Session(live.db) as session:
-        row = session.get(Prediction, prediction_id)
-        assert row is not None
-        assert predictions.finish(session, prediction_id, PredictionResult(
-            workload_digest=row.workload_digest, target_id=row.target_id, estimator=row.estimator,
-            estimator_version=row.estimator_version, status=Status.done, latency_ms=MEASURED_MS, median_ms=MEASURED_MS,
-            spread_ms=0.0, samples_per_s=8 / MEASURED_MS * 1000, host_fingerprint=FINGERPRINT))
-        session.commit()
 
 
 def estimated(live: LiveService, targets: list[str]) -> PredictionRequest:
     """A hostaware request whose every prediction carries its estimate and waits for its measurement."""
-    register_gpu_host(live)
+    live.register_gpu_host()
     with Client(live.url, live.api_key) as client:
         created = client.predict(SMALL, targets, estimator="hostaware", wait=False)
 
@@ -57,7 +32,7 @@ def test_the_workload_view_marks_estimates_apart_from_measured_answers_and_updat
                                                                                                 artifacts):
     request = estimated(live, ["rtx-3090", "t4"])
     by_target = request.by_target
-    land_measurement(live, by_target["t4"].id)
+    live.land_measurement(by_target["t4"].id, MEASURED_MS)
 
     page.goto(f"{live.url}/dashboard#/workload/{request.data[0].workload_digest}")
     page.wait_for_selector("#workload-table tr[data-target=t4][data-status=done]")
@@ -81,7 +56,7 @@ def test_the_workload_view_marks_estimates_apart_from_measured_answers_and_updat
     assert page.get_attribute("#workload-state", "data-state") == "pending"
     page.screenshot(path=str(artifacts / "workload-estimates.png"), full_page=True)
 
-    land_measurement(live, by_target["rtx-3090"].id)
+    live.land_measurement(by_target["rtx-3090"].id, MEASURED_MS)
 
     page.wait_for_selector("#workload-state[data-state=final]", timeout=30_000)
     assert page.locator(f"{chart} rect.bar.estimate").count() == 0
