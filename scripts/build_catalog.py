@@ -4,14 +4,16 @@ Tensor-core rates are not in the reference file. They are derived as SM count x 
 per SM for the architecture and product segment, from NVIDIA's architecture whitepapers (the headline figures they
 print are reproduced by this product: RTX 3090 fp16/fp32-accumulate 71 TFLOPS, RTX 4090 165.2, A100 312, T4 65,
 RTX 2080 Ti 53.8, L4 121, RTX 5090 209.5). GeForce parts run fp16/bf16 with fp32 accumulate, and TF32, at half the
-rate of the workstation and data-center parts of the same architecture.
+rate of the workstation and data-center parts of the same architecture, and so do the parts in GEFORCE_RATE, whose
+datasheets say so.
 
 Held clocks come from each product's TDP, less what its DRAM draws, against its chip's other products
 (understudy/power.py: dynamic power goes about as SMs x f^3 times the work per cycle). So a 150 W A10 holds about
 1250 MHz where its GA102 siblings (RTX 3080 and 3090) hold their boost clock or near it, and about 990 MHz while its
-tensor cores, twice as fast per cycle as a GeForce part's, run at full rate; a 300 W RTX 6000 Ada about 2075 and
-1650 MHz beside the RTX 4090's 2520. Nothing here is fitted to measured latencies: only TDP, SM count, boost clock,
-memory technology and bandwidth, and the tensor rates, from the specs.
+tensor cores, twice as fast per cycle as a GeForce part's, run at full rate; a 300 W RTX 6000 Ada (its tensor
+cores at the GeForce rate: GEFORCE_RATE) about 2075 MHz beside the RTX 4090's 2520. Nothing here is fitted to
+measured latencies: only TDP, SM count, boost clock, memory technology and bandwidth, and the tensor rates, from the
+specs.
 
 Run: python scripts/build_catalog.py ../shared/reference/gpu_specs.csv scripts/catalog_additions.csv \
          > understudy/data/gpus.csv
@@ -48,10 +50,22 @@ WHITEPAPERS = {
 }
 
 
+# Products that are not GeForce cards but run fp16 with fp32 accumulation, and TF32, at the GeForce rate, as their
+# NVIDIA datasheet (or their data-center twin's) prints it.
+GEFORCE_RATE = {
+    # The L40 datasheet (2022): 181.05 dense fp16/bf16 and 90.5 TF32 TFLOPS for 142 AD102 SMs at 2490 MHz, 512 and
+    # 256 FLOP per SM and cycle, the RTX 4090's rates; the L40S doubles them. The RTX 6000 Ada is the L40's
+    # configuration (142 SMs, 48 GB GDDR6, 300 W), and its own datasheet prints only FP8 with fp16 accumulation
+    # (1457 sparse TFLOPS: the RTX 4090's rate per SM and cycle too).
+    "NVIDIA RTX 6000 Ada Generation": "the NVIDIA L40 datasheet (2022), its AD102 twin: fp32-accumulate and TF32 at "
+    "the GeForce rate",
+}
+
+
 def rates(row: dict[str, str]) -> tuple[float, float, float, str]:
     """(fp16, bf16, tf32) dense FLOP per clock per SM, and the source that gives them."""
     arch, name, cc = row["architecture"], row["name"], row["compute_capability"]
-    geforce = name.startswith("GeForce")
+    geforce = name.startswith("GeForce") or name in GEFORCE_RATE
     half = 0.5 if geforce else 1.0
     fp32_per_sm = float(row["fp32_tflops_boost"]) * 1e6 / (int(row["sm_count"]) * float(row["boost_clock_mhz"]))
     if arch == "Pascal":
@@ -69,7 +83,7 @@ def rates(row: dict[str, str]) -> tuple[float, float, float, str]:
     if arch == "Hopper":
         return 4096, 4096, 2048, WHITEPAPERS["Hopper"]
     if arch in ("Ada Lovelace", "Blackwell 2.0"):
-        return 1024 * half, 1024 * half, 512 * half, WHITEPAPERS[arch]
+        return 1024 * half, 1024 * half, 512 * half, GEFORCE_RATE.get(name, WHITEPAPERS[arch])
     raise SystemExit(f"no tensor rates for architecture {arch!r} ({name})")
 
 

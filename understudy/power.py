@@ -20,10 +20,11 @@ fall below boost to stay inside its limit. The reference is the product of the s
 taken to hold its boost clock under any load, and a product (or a power limit set on one) of budget r holds
 boost x min(1, r / r_reference)^(1/3) under a sustained load.
 
-Tensor work per cycle is not the same on every product of a chip: NVIDIA's workstation and data-center parts of a
-GeForce chip (an A10, an RTX A6000, an RTX 6000 Ada, a T4, an RTX PRO 6000 Max-Q) run fp16 with fp32 accumulation and
-TF32 at twice the GeForce rate per SM and cycle. Twice the work per cycle draws about twice the power, so where the
-power limit binds, such a part holds a lower clock while its tensor cores run at full rate:
+Tensor work per cycle is not the same on every product of a chip: most of NVIDIA's workstation and data-center parts
+of a GeForce chip (an A10, an RTX A6000, a T4, an L4, an RTX PRO 6000 Max-Q) run fp16 with fp32 accumulation and TF32
+at twice the GeForce rate per SM and cycle (not all: the L40 and the RTX 6000 Ada run them at the GeForce rate, as
+the catalog's tensor rates say, scripts/build_catalog.py). Twice the work per cycle draws about twice the power, so
+where the power limit binds, such a part holds a lower clock while its tensor cores run at full rate:
 boost x min(1, r / (w x r_reference))^(1/3), w its tensor FLOP per SM and cycle over the reference's in that
 precision. Where the limit does not bind (a part at its chip's best budget) nothing changes, and w is 1 between
 products of one design (an A100 PCIe and an A100 SXM).
