@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from understudy.calibration import CalibrationSet
 from understudy.catalog import TargetSpec
 from understudy.errors import UnderstudyError
+from understudy.estimator_info import ESTIMATE_ESTIMATOR
 from understudy.keys import cache_key, expected_identity
 from understudy.results import HostInfo, PredictionResult, Status
 from understudy.settings import Settings
@@ -31,9 +32,6 @@ if TYPE_CHECKING:
     from engine.engine import Engine, Progress
 
 Rows = list[tuple[PredictionResult, bool]]
-
-# What stands in for a measurement while it runs: the roofline, which needs no GPU.
-ESTIMATE_ESTIMATOR = "analytic"
 
 
 class Answer(NamedTuple):
