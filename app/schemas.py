@@ -151,6 +151,13 @@ class PredictionHost(BaseModel):
 Answer = Literal["estimate", "final"]
 
 
+def answer_of(status: Status) -> Answer | None:
+    """Which answer a prediction shown with this status carries (shown_status): none while it waits without one."""
+    if status == Status.estimated:
+        return "estimate"
+    return "final" if status.final else None
+
+
 class EstimatePublic(BaseModel):
     """The GPU-free estimate (the analytic estimator's roofline, made in seconds on any worker) of a prediction
     that waits for a GPU measurement; kept beside the measured answer once that lands."""
@@ -388,9 +395,8 @@ def prediction_public(row: Prediction, cached: bool = False, coverage: float = D
         base = HostSetting.model_validate(row.host_setting)
         setting = HostSettingPublic(**base.model_dump(), summary=base.describe())
     latency_ms, median_ms, spread_ms, samples_per_s = row.latency_ms, row.median_ms, row.spread_ms, row.samples_per_s
-    answer: Answer | None = "final" if status.final else None
     if status == Status.estimated and estimate is not None:
-        answer, band, memory = "estimate", estimate.band, estimate.memory
+        band, memory = estimate.band, estimate.memory
         latency_ms, median_ms, spread_ms = estimate.latency_ms, estimate.median_ms, estimate.spread_ms
         samples_per_s = estimate.samples_per_s
     latency = None
@@ -401,7 +407,7 @@ def prediction_public(row: Prediction, cached: bool = False, coverage: float = D
         id=row.id,
         request_id=row.request_id,
         status=status,
-        answer=answer,
+        answer=answer_of(status),
         estimate=estimate_public(estimate, coverage) if estimate is not None else None,
         cached=cached,
         model=row.model,
@@ -609,7 +615,7 @@ def population_public(population: Population, rows: dict[str, Prediction]) -> Po
         devices.append(PopulationDevicePublic(
             target_id=member["target_id"], target_name=member.get("target_name"), weight=member["weight"],
             share=float(member["weight"]) / total, prediction_id=member["prediction_id"], status=status,
-            answer="estimate" if status == Status.estimated else "final" if status.final else None,
+            answer=answer_of(status),
             latency_ms=shown.latency_ms if shown else None, spread_ms=shown.spread_ms if shown else None,
             host_setting=setting, calibration_id=member.get("calibration_id"),
             error=(row.error if row else "the prediction row is gone"),

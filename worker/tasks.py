@@ -58,6 +58,11 @@ def _started(job: Any, settings: Settings) -> None:
         log.warning("could not update the waiting count of %s: %s", owner, exc)
 
 
+def _limit_s(job: Any, settings: Settings) -> float:
+    """The job's time limit: its own, else UNDERSTUDY_JOB_TIMEOUT_S."""
+    return float(job.timeout if job is not None and job.timeout else settings.job_timeout_s)
+
+
 def run_predictions(prediction_ids: Sequence[str]) -> dict[str, Any]:
     """The rq job: predict these rows in the worker's warm measuring process (worker.measuring), or here when the
     job runs outside `understudy worker` (rq's SimpleWorker in a test, a direct call)."""
@@ -65,7 +70,7 @@ def run_predictions(prediction_ids: Sequence[str]) -> dict[str, Any]:
     job = get_current_job()
     _started(job, settings)
     job_id = job.id if job is not None else None
-    limit = float(job.timeout if job is not None and job.timeout else settings.job_timeout_s)
+    limit = _limit_s(job, settings)
     ids = [str(i) for i in prediction_ids]
     measuring = measuring_process()
     if measuring is None:
@@ -122,14 +127,13 @@ def estimate_predictions(prediction_ids: Sequence[str]) -> dict[str, Any]:
     whatever goes wrong is logged and the rows wait for their measurement without an estimate."""
     settings = get_settings()
     job = get_current_job()
-    limit = float(job.timeout if job is not None and job.timeout else settings.job_timeout_s)
     ids = [str(i) for i in prediction_ids]
     measuring = measuring_process()
     if measuring is None:
         return estimate_rows(ids)
     try:
-        return dict(measuring.run(ESTIMATE_ROWS, [ids], timeout_s=limit))
-    except (MeasuringProcessDied, JobTimeoutException, RuntimeError) as exc:
+        return dict(measuring.run(ESTIMATE_ROWS, [ids], timeout_s=_limit_s(job, settings)))
+    except (JobTimeoutException, RuntimeError) as exc:  # a job that raised, or MeasuringProcessDied
         log.warning("no estimate for %d row(s): %s", len(ids), exc)
         return {"estimated": 0}
 
