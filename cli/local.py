@@ -5,8 +5,9 @@ engine.probe remembers from the last probe, so an answer that is all in the cach
 second, process start included: benchmarks/cli/), and a SQLite cache is read without SQLAlchemy. A miss builds the
 engine (torch, a fresh host probe) and measures the missing targets together.
 
-Measuring takes seconds on the GPU, so before it the command can show estimates (estimate_first): the analytic
-roofline's answer for each target the store lacks, which needs no GPU, cached as any other prediction.
+Measuring takes seconds on the GPU, so before it the command can show estimates (LocalPredictor.estimates): the
+analytic roofline's answer for each target the store lacks, which needs no GPU, cached as any other prediction. They
+are counted before the host is probed, as probing initialises CUDA.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from understudy.calibration import CalibrationSet
 from understudy.catalog import TargetSpec
 from understudy.errors import UnderstudyError
-from understudy.estimator_info import ESTIMATE_ESTIMATOR
-from understudy.keys import cache_key, expected_identity
+from understudy.estimator_info import CALIBRATED_ESTIMATOR, ESTIMATE_ESTIMATOR
+from understudy.keys import ANY_HOST, cache_key, expected_identity
 from understudy.results import HostInfo, PredictionResult, Status
 from understudy.settings import Settings
 from ledger.sqlite_cache import lookup_sqlite, sqlite_path
@@ -82,45 +83,6 @@ def predict_cached(engine: Engine, db: DbEngine, workload: Workload, targets: li
     return [(found[k], True) if k in found else (fresh[k], False) for k in keys]
 
 
-def measures_on_gpu(engine: Engine, estimator_name: str | None, targets: list[TargetSpec],
-                    calibrations: Mapping[str, CalibrationSet] | None = None) -> bool:
-    """Whether predicting these targets times the workload on this machine's GPU: the estimator's own need, or the
-    calibrated estimator's base's, for each target it has a calibration of (one without fails, measuring nothing)."""
-    from engine.estimators.calibrated import CalibratedEstimator
-
-    estimator = engine.estimator(estimator_name)
-    if not isinstance(estimator, CalibratedEstimator):
-        return estimator.needs_gpu
-    given = calibrations or {}
-    for target in targets:
-        if target.id in given:
-            try:
-                if estimator.base(engine, given[target.id]).needs_gpu:
-                    return True
-            except UnderstudyError:  # a base this machine cannot run: that target's result will say so
-                continue
-    return False
-
-
-def estimate_first(engine: Engine, db: DbEngine, workload: Workload, targets: list[TargetSpec],
-                   estimator_name: str | None = None, progress: Progress | None = None,
-                   calibrations: Mapping[str, CalibrationSet] | None = None) -> list[Answer] | None:
-    """What to show while the estimator measures: each target's stored answer, else its ESTIMATE_ESTIMATOR answer
-    (stored too, so a repeat has it at once). None when nothing would be measured: every answer is stored, or the
-    estimator does not time the workload on the GPU (its answer comes as fast as an estimate would)."""
-    name = engine.estimator(estimator_name).name
-    keys = [cache_key(workload, t, engine.identity(name, t, calibrations)) for t in targets]
-    found = lookup(db, keys)
-    missing = {k: t for t, k in zip(targets, keys, strict=True) if k not in found}
-    if not missing or not measures_on_gpu(engine, name, list(missing.values()), calibrations):
-        return None
-    if progress:
-        progress(f"estimating {workload.label} on {len(missing)} target(s) without the GPU")
-    estimated = dict(zip(missing, predict_cached(engine, db, workload, list(missing.values()), ESTIMATE_ESTIMATOR),
-                         strict=True))
-    return [Answer(found[k], True) if k in found else Answer(*estimated[k], estimate=True) for k in keys]
-
-
 class LocalPredictor:
     """`understudy predict` on this machine's GPU `gpu_index` (or without one), cache first: a SQLite cache is read
     with sqlite3 alone (ledger.sqlite_cache), and SQLAlchemy, torch and the engine come in only for what
@@ -141,9 +103,10 @@ class LocalPredictor:
         return self._host if self._host is not None else self.engine().host
 
     @property
-    def remembers_host(self) -> bool:
-        """Whether the host is known without probing it (and so without torch)."""
-        return self._host is not None
+    def seen_host(self) -> HostInfo:
+        """The host as far as it is known without torch: as probed or remembered, else NVML's view of the GPU (its
+        name, or why there is none), which is what tells the estimators that can run here apart."""
+        return self._host if self._host is not None else probe.nvml_view(self.gpu_index, self.nvml)
 
     def engine(self) -> Engine:
         if self._engine is None:
@@ -160,30 +123,63 @@ class LocalPredictor:
 
         return init_sqlite(self.database_url)
 
+    def stored(self, workload: Workload, targets: list[TargetSpec], estimator_name: str | None = None,
+               calibrations: Mapping[str, CalibrationSet] | None = None) -> dict[str, PredictionResult]:
+        """The final answers the store holds for these targets, by target id, found without the engine; none before
+        the host is probed or remembered (a measured answer's key names the host)."""
+        if self._host is None:
+            return {}
+        keys = {target.id: cache_key(workload, target, expected_identity(estimator_name, target, self._host,
+                                                                          self.settings, calibrations))
+                for target in targets}
+        path = sqlite_path(self.database_url)
+        wanted = list(keys.values())
+        found = lookup_sqlite(path, wanted) if path is not None else lookup(self.store(), wanted)
+        return {target_id: found[key] for target_id, key in keys.items() if key in found}
+
     def cached(self, workload: Workload, targets: list[TargetSpec], estimator_name: str | None = None,
                calibrations: Mapping[str, CalibrationSet] | None = None) -> Rows | None:
         """Every target's answer from the store, without the engine; None unless all of them are there."""
-        if self._host is None:
+        stored = self.stored(workload, targets, estimator_name, calibrations)
+        if any(target.id not in stored for target in targets):
             return None
-        keys = [cache_key(workload, target, expected_identity(estimator_name, target, self._host, self.settings,
-                                                              calibrations))
-                for target in targets]
-        path = sqlite_path(self.database_url)
-        found = lookup_sqlite(path, keys) if path is not None else lookup(self.store(), keys)
-        if len(found) < len(set(keys)):
-            return None
-        return [(found[key], True) for key in keys]
+        return [(stored[target.id], True) for target in targets]
 
     def estimates(self, workload: Workload, targets: list[TargetSpec], estimator_name: str | None = None,
                   progress: Progress | None = None,
                   calibrations: Mapping[str, CalibrationSet] | None = None) -> list[Answer] | None:
-        """estimate_first's answers to show before predict() measures; None, without the engine, when the store
-        holds every answer."""
-        if self.cached(workload, targets, estimator_name, calibrations) is not None:
+        """What to show while predict() measures: each target's stored answer, else its ESTIMATE_ESTIMATOR answer
+        (stored too, so a repeat has it at once). None when nothing would be measured: every answer is stored, or
+        no target's answer times the workload on the GPU (it comes as fast as an estimate would).
+
+        The estimates come before the host is probed: probing initialises CUDA, a second or more, and an estimate
+        needs no GPU. So they are made by an engine that knows no GPU, and which targets would be measured is told
+        from the estimator table and NVML (understudy.keys.expected_identity, engine.probe.nvml_view)."""
+        measured = []
+        for target in targets:
+            try:
+                identity = expected_identity(estimator_name, target, self.seen_host, self.settings, calibrations)
+            except UnderstudyError:
+                if estimator_name != CALIBRATED_ESTIMATOR:
+                    raise
+                continue  # a calibration whose base cannot run here: predict() says so for that target
+            measured.append(identity.host_key != ANY_HOST)
+        if not any(measured):
             return None
-        if progress and self._engine is None:
-            progress("loading torch and timm")
-        return estimate_first(self.engine(), self.store(), workload, targets, estimator_name, progress, calibrations)
+        stored = self.stored(workload, targets, estimator_name, calibrations)
+        missing = [target for target in targets if target.id not in stored]
+        if not missing:
+            return None
+        if progress:
+            progress(f"estimating {workload.label} on {len(missing)} target(s) without the GPU")
+        from engine.engine import Engine
+
+        counting = Engine(self.settings, gpu_index=self.gpu_index, nvml=self.nvml, host=HostInfo())
+        estimated = dict(zip([target.id for target in missing],
+                             predict_cached(counting, self.store(), workload, missing, ESTIMATE_ESTIMATOR),
+                             strict=True))
+        return [Answer(stored[t.id], True) if t.id in stored else Answer(*estimated[t.id], estimate=True)
+                for t in targets]
 
     def predict(self, workload: Workload, targets: list[TargetSpec], estimator_name: str | None = None,
                 progress: Progress | None = None,
@@ -194,7 +190,7 @@ class LocalPredictor:
         if rows is not None:
             return rows
         if progress and self._engine is None:
-            progress("loading torch and timm")
+            progress("loading torch and probing this machine's GPU")
         engine = self.engine()
         if progress:
             progress(f"predicting {workload.label} on {len(targets)} target(s)")

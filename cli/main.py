@@ -132,10 +132,9 @@ def predict(
             with Steps(console) as steps:
                 steps("looking up the cache")
                 local = LocalPredictor(settings, database_url or settings.database_url, gpu_index=gpu)
-                if not local.remembers_host:
-                    steps("loading torch and probing this machine's GPU")
-                if not local.host.has_gpu and estimator is None:
-                    console.print(f"[yellow]{local.host.note}[/yellow]; using the analytic estimator")
+                seen = local.seen_host
+                if not seen.has_gpu and estimator is None:
+                    console.print(f"[yellow]{seen.note}[/yellow]; using the analytic estimator")
                 # Estimates are worth computing only where someone sees them before the measured answers.
                 early = (local.estimates(workload, specs, estimator, steps, calibrations)
                          if not wait or (screen.is_terminal and not as_json) else None)
@@ -143,13 +142,15 @@ def predict(
                 answers = early if early is not None else [
                     Answer(result, cached)
                     for result, cached in local.predict(workload, specs, estimator, steps, calibrations)]
-            host = local.host
             if early is not None and wait:
-                with Refining(screen, _table(workload, host, specs, early, coverage, screen.width),
-                              f"measuring on {host.gpu_name}") as refining:
+                with Refining(screen, _table(workload, seen, specs, early, coverage, screen.width),
+                              f"measuring on {seen.gpu_name}") as refining:
                     answers = [Answer(result, cached) for result, cached in
                                local.predict(workload, specs, estimator, refining, calibrations)]
-                    refining.show(_table(workload, host, specs, answers, coverage, screen.width))
+                    refining.show(_table(workload, local.host, specs, answers, coverage, screen.width))
+            # A table of estimates alone names the GPU as NVML does: probing it would only add CUDA's start. JSON
+            # records the probed host.
+            host = seen if early is not None and not wait and not as_json else local.host
     except ValidationError as exc:
         _fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
     except UnderstudyError as exc:

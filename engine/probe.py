@@ -45,20 +45,27 @@ def _software() -> dict[str, str | None]:
             "timm": _version("timm")}
 
 
+def nvml_view(gpu_index: int, nvml: Any | None) -> HostInfo:
+    """What NVML alone says of GPU `gpu_index`, without torch: its name, or why there is none. Enough to tell which
+    estimators can run here, not to key a measurement (no SM count, software or fingerprint: probe_host has them)."""
+    if nvml is None:
+        return HostInfo(note="no NVIDIA GPU found (NVML unavailable): only the analytic estimator can run")
+    count = nvml.nvmlDeviceGetCount()
+    if gpu_index >= count:
+        return HostInfo(gpu_count=count, note=f"GPU {gpu_index} does not exist ({count} found)")
+    name = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(gpu_index))
+    return HostInfo(gpu_name=name.decode() if isinstance(name, bytes) else name, gpu_count=count)
+
+
 def probe_host(gpu_index: int = 0, nvml: Any | None = None) -> HostInfo:
     """Describe GPU `gpu_index` and the software stack. Without an NVIDIA GPU it says so instead of failing."""
     software = _software()
     nvml = nvml or load_nvml()
-    if nvml is None:
-        info = HostInfo(note="no NVIDIA GPU found (NVML unavailable): only the analytic estimator can run", **software)
-        return info.model_copy(update={"fingerprint": "cpu-" + sha256_of(software)[:16]})
-    count = nvml.nvmlDeviceGetCount()
-    if gpu_index >= count:
-        info = HostInfo(gpu_count=count, note=f"GPU {gpu_index} does not exist ({count} found)", **software)
-        return info.model_copy(update={"fingerprint": "cpu-" + sha256_of(software)[:16]})
+    seen = nvml_view(gpu_index, nvml)
+    if nvml is None or not seen.has_gpu:
+        return seen.model_copy(update={**software, "fingerprint": "cpu-" + sha256_of(software)[:16]})
     handle = nvml.nvmlDeviceGetHandleByIndex(gpu_index)
-    name = nvml.nvmlDeviceGetName(handle)
-    name = name.decode() if isinstance(name, bytes) else name
+    name, count = seen.gpu_name, seen.gpu_count
     driver = nvml.nvmlSystemGetDriverVersion()
     driver = driver.decode() if isinstance(driver, bytes) else driver
     major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)

@@ -474,6 +474,19 @@ def test_no_wait_json_says_each_answer_is_an_estimate(gpu_database_url: str, gpu
     assert gpu_timer.calls == []
 
 
+def test_estimates_alone_never_probe_the_host(gpu_database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Probing initialises CUDA, a second or more on a GPU host; an estimate needs no GPU, so none is made for it."""
+    probed: list[int] = []
+    monkeypatch.setattr("engine.engine.probe_host",
+                        lambda gpu_index=0, nvml=None: probed.append(gpu_index) or h200_host())
+    result = invoke("predict", "test_vit", "--targets", "t4,rtx3090", "--no-wait", "--database-url",
+                    gpu_database_url)
+    assert result.exit_code == 0, result.output
+    assert "test_vit train amp-fp16 b32 224px on NVIDIA H200" in result.stdout
+    assert "estimated" in table_row(result.stdout, "NVIDIA Tesla T4")
+    assert probed == []
+
+
 def test_an_estimate_is_cached_so_a_repeat_has_it_at_once(gpu_database_url: str) -> None:
     first = predict_json(gpu_database_url, "test_vit", "t4", "--no-wait")
     again = predict_json(gpu_database_url, "test_vit", "t4", "--no-wait")

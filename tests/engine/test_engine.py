@@ -27,7 +27,7 @@ from understudy.keys import ANY_HOST
 from understudy.results import HostSetting, Measurement, Status
 from understudy.workload import Workload
 from engine.engine import Engine
-from engine.probe import probe_host
+from engine.probe import nvml_view, probe_host
 
 WORKLOAD = Workload(model="resnet18", batch_size=32)
 RTX_3060 = catalog().get("rtx-3060")
@@ -129,6 +129,17 @@ def test_probe_of_a_missing_gpu_index_says_so() -> None:
     host = probe_host(3, FakeNvml())
     assert not host.has_gpu and host.note == "GPU 3 does not exist (1 found)"
 
+
+
+@pytest.mark.parametrize("gpu_index", [0, 3])
+def test_nvml_alone_tells_whether_there_is_a_gpu_as_the_probe_does(gpu_index: int) -> None:
+    seen, probed = nvml_view(gpu_index, FakeNvml()), probe_host(gpu_index, FakeNvml())
+    assert (seen.gpu_name, seen.note) == (probed.gpu_name, probed.note)
+    assert seen.sm_count is None and seen.torch is None
+
+
+def test_without_nvml_the_view_has_no_gpu_and_says_why() -> None:
+    assert nvml_view(0, None).note == "no NVIDIA GPU found (NVML unavailable): only the analytic estimator can run"
 
 # With a (fake) GPU ------------------------------------------------------------------------------------------------
 
