@@ -155,10 +155,10 @@ class LocalPredictor:
         The estimates come before the host is probed: probing initialises CUDA, a second or more, and an estimate
         needs no GPU. So they are made by an engine that knows no GPU, and which targets would be measured is told
         from the estimator table and NVML (understudy.keys.expected_identity, engine.probe.nvml_view)."""
-        measured = []
+        host, measured = self.seen_host, []
         for target in targets:
             try:
-                identity = expected_identity(estimator_name, target, self.seen_host, self.settings, calibrations)
+                identity = expected_identity(estimator_name, target, host, self.settings, calibrations)
             except UnderstudyError:
                 if estimator_name != CALIBRATED_ESTIMATOR:
                     raise

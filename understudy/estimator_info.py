@@ -16,7 +16,7 @@ from understudy.workload import sha256_of
 DEFAULT_GPU_ESTIMATOR = "hostaware"
 DEFAULT_CPU_ESTIMATOR = "analytic"
 # The estimator whose answer a prediction shows while it waits for a GPU measurement: it needs no GPU, so any worker
-# gives it in seconds (app.crud, worker.tasks.estimate_predictions, cli.local.estimate_first).
+# gives it in seconds (app.crud, worker.tasks.estimate_predictions, cli.local.LocalPredictor.estimates).
 ESTIMATE_ESTIMATOR = DEFAULT_CPU_ESTIMATOR
 # Not an estimator of its own: a base estimator's prediction times a correction fitted to a target's calibration.
 CALIBRATED_ESTIMATOR = "calibrated"
