@@ -128,7 +128,8 @@ class BandPublic(BaseModel):
     model: str = Field(description="the version of the band model (understudy/data/error_bands.json)")
     basis: str = Field(description="what the band was conditioned on, in words: the estimator and mode, whether the "
                                    "target's architecture was seen in development, whether it runs power-limited, "
-                                   "the memory-bound share; and a calibration that narrowed it")
+                                   "the share of the step on the FP32 (SIMT) lanes; and a calibration that "
+                                   "narrowed it")
     multipliers: tuple[float, float] = Field(description="(low, high): interval_ms over latency.min_ms at coverage")
 
 
@@ -205,9 +206,9 @@ class PredictionPublic(BaseModel):
                 "target_id": "rtx-3090", "target_name": "GeForce RTX 3090", "estimator": "analytic",
                 "estimator_version": "1",
                 "latency": {"min_ms": 112.4, "median_ms": 112.4, "spread_ms": 0.0}, "samples_per_s": 569.4,
-                "interval_ms": [98.6, 128.1], "coverage": 0.8,
-                "band": {"model": "1", "basis": "analytic train, Ampere (seen in development), at full power, 41% "
-                                                "memory-bound", "multipliers": [0.877, 1.14]},
+                "interval_ms": [91.7, 137.8], "coverage": 0.8,
+                "band": {"model": "2", "basis": "analytic train, Ampere (seen in development), at full power, 0% on "
+                                                "FP32 lanes", "multipliers": [0.816, 1.226]},
                 "memory": {"verdict": "fits", "peak_gb": 12.8, "low_gb": 11.5, "high_gb": 14.1, "capacity_gb": 24.0,
                            "parts_gb": {"weights": 0.2, "optimizer": 0.1, "activations": 11.5, "overhead": 1.0},
                            "summary": "fits 12.8 GB"},

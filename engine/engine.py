@@ -171,10 +171,10 @@ class Engine:
 
     @staticmethod
     def _band(estimator: Estimator, workload: Workload, target: TargetSpec, estimate: Estimate) -> ErrorBand | None:
-        """The error band of a done estimate (understudy.bands), from its memory-bound share where it has one."""
+        """The error band of a done estimate (understudy.bands), from its SIMT (FP32-lane) share where it has one."""
         shares = estimate.details.get("class_shares") or {}
         model = band_model()
-        return model.band(model.features(estimator.name, workload.mode, target, shares.get("other")))
+        return model.band(model.features(estimator.name, workload.mode, target, shares.get("simt")))
 
     def _base(self, workload: Workload, target: TargetSpec, estimator: Estimator, plan: HostSetting | None,
               measurement: Measurement | None, status: Status, **fields: Any) -> PredictionResult:

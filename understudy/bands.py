@@ -8,13 +8,17 @@ is known before anything is measured on the target:
 - whether the target's architecture was seen in development (a chip family no ground truth covers: Volta, Turing,
   Blackwell) and whether it runs power-limited (its sustained clock well below its boost clock, as every part
   whose power budget per SM is below its chip's best-supplied one: an A10, a laptop part, a Max-Q card);
-- the share of the predicted step that is memory-bound (the roofline's, or hostaware's blend of it).
+- the SIMT share: the share of the predicted step spent on the plain FP32 (SIMT) lanes, depthwise and grouped
+  convolutions and FP32 matmuls (the roofline's `simt` class, or hostaware's blend of it): the development rows'
+  errors grow with it, the more of a step on those lanes the less surely it is carried from one card to another.
 
-log(scale) is linear in those (a step whose memory-bound share is not known counts as half memory-bound); the center
-is linear in the same terms, and the shipped model centres every band on the prediction (0: a development GPU's own
-bias is no guide to the next GPU's). benchmarks/accuracy/bands.py fits the model to the estimators' leave-one-GPU-out
-residuals (each development GPU predicted with constants chosen without it) and checks the band on GPUs it was not
-fitted on; it writes understudy/data/error_bands.json, which this module reads. A band at coverage c is
+log(scale) is linear in those (a step whose SIMT share is not known counts as a quarter on the FP32 lanes, more than
+nine development steps in ten spend there: not knowing a step's split must not narrow its band); the center is linear
+in the same terms, and the shipped model centres every band on the prediction (0: a development GPU's own bias is no
+guide to the next GPU's), with z's quantiles symmetric about 0 for the estimators that choose constants (the sign of
+a development GPU's errors is its bias too). benchmarks/accuracy/bands.py fits the model to the estimators'
+leave-one-GPU-out residuals (each development GPU predicted with constants chosen without it) and checks the band on
+GPUs it was not fitted on; it writes understudy/data/error_bands.json, which this module reads. A band at coverage c is
 [predicted x exp(center + scale x z((1-c)/2)), predicted x exp(center + scale x z((1+c)/2))]: the measured time falls
 inside it for about c of the workloads.
 
@@ -39,7 +43,9 @@ DEFAULT_COVERAGE = 0.8
 # The coverages a band can be asked at: beyond them the shipped quantiles rest on a handful of rows.
 MIN_COVERAGE, MAX_COVERAGE = 0.5, 0.95
 
-Term = Literal["intercept", "train", "memory_share", "unseen_architecture", "power_limited"]
+Term = Literal["intercept", "train", "simt_share", "unseen_architecture", "power_limited"]
+# The SIMT share a step whose split by kernel class is unknown counts as having.
+UNKNOWN_SIMT_SHARE = 0.25
 
 
 class BandFeatures(BaseModel):
@@ -51,8 +57,8 @@ class BandFeatures(BaseModel):
     mode: Literal["train", "infer"]
     architecture: str = "unknown"
     power_limited: bool = False
-    memory_share: float | None = Field(default=None, ge=0, le=1,
-                                       description="the memory-bound share of the predicted step")
+    simt_share: float | None = Field(default=None, ge=0, le=1,
+                                     description="the share of the predicted step on the FP32 (SIMT) lanes")
 
 
 class ErrorBand(BaseModel):
@@ -154,7 +160,7 @@ class BandModel(BaseModel):
         return {
             "intercept": 1.0,
             "train": float(features.mode == "train"),
-            "memory_share": features.memory_share if features.memory_share is not None else 0.5,
+            "simt_share": features.simt_share if features.simt_share is not None else UNKNOWN_SIMT_SHARE,
             "unseen_architecture": float(features.architecture not in self.seen_architectures),
             "power_limited": float(features.power_limited),
         }
@@ -164,9 +170,9 @@ class BandModel(BaseModel):
         return target.sustained_clock() < self.power_limited_below * target.boost_clock_mhz
 
     def features(self, estimator: str, mode: Literal["train", "infer"], target: TargetSpec,
-                 memory_share: float | None) -> BandFeatures:
+                 simt_share: float | None) -> BandFeatures:
         return BandFeatures(estimator=estimator, mode=mode, architecture=target.architecture,
-                            power_limited=self.power_limited(target), memory_share=memory_share)
+                            power_limited=self.power_limited(target), simt_share=simt_share)
 
     def memory_band(self, peak_gb: float, mode: Literal["train", "infer"]) -> tuple[float, float]:
         """(low, high) GiB a step predicted to peak at `peak_gb` may really take."""
@@ -178,8 +184,8 @@ def _basis(features: BandFeatures, model: BandModel) -> str:
     seen = "seen" if features.architecture in model.seen_architectures else "not seen"
     parts = [f"{features.estimator} {features.mode}", f"{features.architecture} ({seen} in development)",
              "power-limited" if features.power_limited else "at full power"]
-    if features.memory_share is not None:
-        parts.append(f"{features.memory_share:.0%} memory-bound")
+    if features.simt_share is not None:
+        parts.append(f"{features.simt_share:.0%} on FP32 lanes")
     return ", ".join(parts)
 
 

@@ -16,19 +16,22 @@ The residuals, e = log(measured / predicted), one per row, each predicted as fit
 with the constants chosen without the row's GPU (the RTX 3090's rows, timm's and Lambda's, with those chosen on the
 RTX 4090, and the other way round; the Lambda GPUs no fit saw with those chosen on every timm row). Each carries
 what the band may use: the estimator, the mode, the target's architecture, whether it is power-limited, and the
-predicted step's memory-bound share. A Lambda row is an absolute residual here (another harness's training step is
-a workload a user may run too) and also carries its ratio's residual to the same harness's RTX 3090 row, which the
-check scores. For analytic the H200's own rows (--host-rows, predicted with the constants chosen on the timm rows
-alone) are scored, not fitted on: the band is fitted on the rows of the GPUs a user asks about.
+predicted step's SIMT share (the share of its predicted time on the FP32 lanes, the `simt` class). A Lambda row is an
+absolute residual here (another harness's training step is a workload a user may run too) and also carries its
+ratio's residual to the same harness's RTX 3090 row, which the check scores. For analytic the H200's own rows
+(--host-rows, predicted with the constants chosen on the timm rows alone) are scored, not fitted on: the band is
+fitted on the rows of the GPUs a user asks about.
 
 The fit, per estimator: centred on the prediction (a development GPU's own bias, +6 % on one card and -5 % on
 another, is no guide to the next GPU's); log(scale) is the least-squares line through log|e| over the features (a
-term no row varies is left out); the residuals over their scale give the shipped quantiles. The spec and flops
-estimators, which choose no constants, are fitted the same way on the replayed report's rows (--report-rows). The
-memory margins come from memory.py's report, and the calibration's narrowing from calibration.py's: the held-out
-MAPE of a calibrated prediction over the uncalibrated one, with the target's own five points and with the workload
-measured on another card; where the target measured the workload itself, the 90th percentile of a measurement's
-spread between its timed windows (--log) over hostaware's median half-width.
+term no row varies is left out); the residuals over their scale give the shipped quantiles, for analytic and
+hostaware those of their absolute values mirrored about 0 (the sign of a development GPU's errors is its bias). The
+spec and flops estimators, which choose no constants, are fitted the same way on the replayed report's rows
+(--report-rows), their quantiles as they fall (they under-predict most steps). The memory margins come from
+memory.py's report, and the calibration's narrowing from calibration.py's: the held-out MAPE of a calibrated
+prediction over the uncalibrated one, with the target's own five points and with the workload measured on another
+card; where the target measured the workload itself, the 90th percentile of a measurement's spread between its timed
+windows (--log) over hostaware's median half-width.
 
 The check (`--json`), two ways. "coverage_leave_one_gpu_out": for each GPU of the development data the band is
 fitted again on every other GPU's residuals and scored on this GPU's rows. "coverage_fitted_on_all": the shipped
@@ -54,21 +57,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fit_constants import REFERENCE, Priced, Sample, load_samples, predict_with_shares, shipped
+from engine.estimators.hostaware import CLASSES
 from understudy.catalog import catalog
 from understudy.bands import (DEFAULT_COVERAGE, QUANTILE_LEVELS, BandModel, CalibrationShares,
                               EstimatorBand, MemoryMargin, Term)
 
-VERSION = "1"
+VERSION = "2"
 # Chip families with ground truth in development: the timm files' GeForce cards and the H200 host.
 SEEN_ARCHITECTURES = ("Ampere", "Ada Lovelace", "Hopper")
 # Under this share of its boost clock a target holds under load, it is power-limited (the RTX 3090, the fastest
 # development card below its boost clock, holds 0.97 of it; the A100 PCIe 80 GB, the least limited of Lambda's
 # power-limited cards, 0.86).
 POWER_LIMITED_BELOW = 0.95
-TERMS: tuple[Term, ...] = ("intercept", "train", "memory_share", "unseen_architecture", "power_limited")
+TERMS: tuple[Term, ...] = ("intercept", "train", "simt_share", "unseen_architecture", "power_limited")
 CHECKED_COVERAGE = DEFAULT_COVERAGE
 # Which fold of a --logo report's constants predicts a row (fit_constants.logo's protocol).
 FOLD_OF_TARGET = {REFERENCE: "chosen_on_rtx4090", "GeForce RTX 4090": "chosen_on_rtx3090"}
+# Where predict_with_shares puts the FP32-lane (SIMT) class's share: the band's simt_share.
+SIMT = CLASSES.index("simt")
+# The estimators whose standardized errors are shipped symmetric about 0 (see fit_band).
+SYMMETRIC = ("analytic", "hostaware")
 
 
 def residuals(kind: str, samples: list[Sample], folds: dict[str, dict[str, float]],
@@ -81,7 +89,7 @@ def residuals(kind: str, samples: list[Sample], folds: dict[str, dict[str, float
     priced: dict[str, dict[int, tuple[float, float]]] = {}
     for fold in ("chosen_on_rtx3090", "chosen_on_rtx4090", "chosen_on_all"):
         predicted, shares = predict_with_shares(kind, Priced(lambda_rows), {**shipped(kind), **folds[fold]})
-        priced[fold] = {id(s): (float(p), float(share[2]))
+        priced[fold] = {id(s): (float(p), float(share[SIMT]))
                         for s, p, share in zip(lambda_rows, predicted, shares, strict=True)}
     reference = {(s.row["precision"], fold): priced[fold][id(s)][0] / s.measured_ms
                  for s in lambda_rows if s.row["target"] == REFERENCE for fold in priced}
@@ -95,7 +103,7 @@ def residuals(kind: str, samples: list[Sample], folds: dict[str, dict[str, float
     for fold, members in groups.items():
         predicted, shares = predict_with_shares(kind, Priced(members), {**shipped(kind), **folds[fold]})
         for sample, p, share in zip(members, predicted, shares, strict=True):
-            out.append(_row(kind, model, sample, math.log(sample.measured_ms / float(p)), float(share[2]),
+            out.append(_row(kind, model, sample, math.log(sample.measured_ms / float(p)), float(share[SIMT]),
                             sample.row["file"].removesuffix(".csv")))
     for sample in lambda_rows:
         target = sample.row["target"]
@@ -110,15 +118,15 @@ def residuals(kind: str, samples: list[Sample], folds: dict[str, dict[str, float
     return out
 
 
-def _row(kind: str, model: BandModel, sample: Sample, error: float, memory_share: float,
+def _row(kind: str, model: BandModel, sample: Sample, error: float, simt_share: float,
          group: str) -> dict[str, Any]:
     return {"group": group, "gpu": sample.row["target"], "precision": sample.row["precision"], "e": error,
-            "features": model.features(kind, sample.workload.mode, sample.target, memory_share)}
+            "features": model.features(kind, sample.workload.mode, sample.target, simt_share)}
 
 
 def report_residuals(kind: str, path: Path, model: BandModel) -> list[dict[str, Any]]:
     """The residuals of an estimator with no constants (the paper's spec and flops), from the replayed report's rows
-    (report/rows.csv): nothing was chosen on them, so every row is held out. Their memory-bound share is unknown."""
+    (report/rows.csv): nothing was chosen on them, so every row is held out. Their SIMT share is unknown."""
     out = []
     with path.open(newline="") as handle:
         for row in csv.DictReader(handle):
@@ -137,9 +145,11 @@ def design(rows: list[dict[str, Any]], model: BandModel) -> np.ndarray:
                      for values in (model.term_values(row["features"]) for row in rows)])
 
 
-def fit_band(rows: list[dict[str, Any]], model: BandModel) -> EstimatorBand:
+def fit_band(rows: list[dict[str, Any]], model: BandModel, symmetric: bool) -> EstimatorBand:
     """The band of one estimator's residuals (see the module docstring). Centred on the prediction: a development
-    GPU's own bias (+6 % on one card, -5 % on another) is no guide to the next GPU's."""
+    GPU's own bias (+6 % on one card, -5 % on another) is no guide to the next GPU's. With `symmetric` the
+    standardized quantiles are those of |z|, mirrored about 0: the sign of the development rows' errors is their
+    GPUs' bias, which the next GPU need not share, so only their size is carried over."""
     error = np.array([row["e"] for row in rows])
     x = design(rows, model)
     # A term no row varies cannot be told from the intercept: left out (coefficient 0). Nor may a target the
@@ -155,7 +165,12 @@ def fit_band(rows: list[dict[str, Any]], model: BandModel) -> EstimatorBand:
         used = [i for i in used if i not in narrower]
     full = np.zeros(x.shape[1])
     full[used] = coefficients
-    z = np.quantile(error / np.exp(x @ full), QUANTILE_LEVELS)
+    standardized = error / np.exp(x @ full)
+    if symmetric:
+        levels = np.array(QUANTILE_LEVELS)
+        z = np.sign(levels - 0.5) * np.quantile(np.abs(standardized), np.abs(2 * levels - 1))
+    else:
+        z = np.quantile(standardized, QUANTILE_LEVELS)
     return EstimatorBand(center={"intercept": 0.0},
                          log_scale={term: round(float(full[i]), 5) for i, term in enumerate(TERMS)},
                          z=tuple(round(float(v), 5) for v in z), rows=len(rows))
@@ -173,7 +188,7 @@ def check(rows: list[dict[str, Any]], model: BandModel, kind: str,
     widths: dict[str, list[float]] = defaultdict(list)
 
     def score(fitted: list[dict[str, Any]], scored: list[dict[str, Any]]) -> None:
-        fold = model.model_copy(update={"estimators": {kind: fit_band(fitted, model)}})
+        fold = model.model_copy(update={"estimators": {kind: fit_band(fitted, model, kind in SYMMETRIC)}})
         rho = ratio_correlation(fold, [r for r in fitted if "ratio_e" in r], rows)
         for row in scored:
             if row["group"] == "lambda" and "ratio_e" not in row:
@@ -293,14 +308,14 @@ def main() -> None:
         # The H200's own rows are scored, not fitted on: the band is for targets, and the ones the criteria name
         # are the timm files' and Lambda's.
         rows = [r for r in found if not r["group"].startswith("h200-host")]
-        bands[kind] = fit_band(rows, model)
+        bands[kind] = fit_band(rows, model, kind in SYMMETRIC)
         if kind == "hostaware":
             hostaware_rows = rows
         report[kind] = {"coverage_leave_one_gpu_out": check(rows, model, kind, [r for r in found if r not in rows]),
                         "coverage_fitted_on_all": check(rows, model, kind, leave_gpu_out=False),
                         "band": bands[kind].model_dump()}
     for kind in ("spec", "flops"):
-        bands[kind] = fit_band(report_residuals(kind, args.report_rows, model), model)
+        bands[kind] = fit_band(report_residuals(kind, args.report_rows, model), model, kind in SYMMETRIC)
         report[kind] = {"band": bands[kind].model_dump()}
     # A workload the target measured itself is answered with that measurement: what is left of the band is how much
     # one timing of a step differs from another, against the default estimator's half-width.

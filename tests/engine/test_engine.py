@@ -80,11 +80,10 @@ def test_analytic_prediction_is_complete_and_host_independent(cpu_engine: Engine
     assert result.samples_per_s == pytest.approx(32 * 1000 / result.latency_ms)
 
 
-def test_a_done_prediction_carries_the_band_of_its_estimator_mode_target_and_memory_bound_share(
-        cpu_engine: Engine) -> None:
+def test_a_done_prediction_carries_the_band_of_its_estimator_mode_target_and_simt_share(cpu_engine: Engine) -> None:
     [result] = cpu_engine.predict(WORKLOAD, [RTX_3060], "analytic")
     model = band_model()
-    share = result.details["class_shares"]["other"]
+    share = result.details["class_shares"]["simt"]
     assert result.band == model.band(model.features("analytic", "train", RTX_3060, share))
     assert result.band is not None and result.band.basis.startswith("analytic train, Ampere")
 
