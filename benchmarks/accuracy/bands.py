@@ -145,9 +145,9 @@ def design(rows: list[dict[str, Any]], model: BandModel) -> np.ndarray:
                      for values in (model.term_values(row["features"]) for row in rows)])
 
 
-def fit_band(rows: list[dict[str, Any]], model: BandModel, symmetric: bool) -> EstimatorBand:
+def fit_band(rows: list[dict[str, Any]], model: BandModel, kind: str) -> EstimatorBand:
     """The band of one estimator's residuals (see the module docstring). Centred on the prediction: a development
-    GPU's own bias (+6 % on one card, -5 % on another) is no guide to the next GPU's. With `symmetric` the
+    GPU's own bias (+6 % on one card, -5 % on another) is no guide to the next GPU's. For the SYMMETRIC kinds the
     standardized quantiles are those of |z|, mirrored about 0: the sign of the development rows' errors is their
     GPUs' bias, which the next GPU need not share, so only their size is carried over."""
     error = np.array([row["e"] for row in rows])
@@ -166,7 +166,7 @@ def fit_band(rows: list[dict[str, Any]], model: BandModel, symmetric: bool) -> E
     full = np.zeros(x.shape[1])
     full[used] = coefficients
     standardized = error / np.exp(x @ full)
-    if symmetric:
+    if kind in SYMMETRIC:
         levels = np.array(QUANTILE_LEVELS)
         z = np.sign(levels - 0.5) * np.quantile(np.abs(standardized), np.abs(2 * levels - 1))
     else:
@@ -188,7 +188,7 @@ def check(rows: list[dict[str, Any]], model: BandModel, kind: str,
     widths: dict[str, list[float]] = defaultdict(list)
 
     def score(fitted: list[dict[str, Any]], scored: list[dict[str, Any]]) -> None:
-        fold = model.model_copy(update={"estimators": {kind: fit_band(fitted, model, kind in SYMMETRIC)}})
+        fold = model.model_copy(update={"estimators": {kind: fit_band(fitted, model, kind)}})
         rho = ratio_correlation(fold, [r for r in fitted if "ratio_e" in r], rows)
         for row in scored:
             if row["group"] == "lambda" and "ratio_e" not in row:
@@ -308,14 +308,14 @@ def main() -> None:
         # The H200's own rows are scored, not fitted on: the band is for targets, and the ones the criteria name
         # are the timm files' and Lambda's.
         rows = [r for r in found if not r["group"].startswith("h200-host")]
-        bands[kind] = fit_band(rows, model, kind in SYMMETRIC)
+        bands[kind] = fit_band(rows, model, kind)
         if kind == "hostaware":
             hostaware_rows = rows
         report[kind] = {"coverage_leave_one_gpu_out": check(rows, model, kind, [r for r in found if r not in rows]),
                         "coverage_fitted_on_all": check(rows, model, kind, leave_gpu_out=False),
                         "band": bands[kind].model_dump()}
     for kind in ("spec", "flops"):
-        bands[kind] = fit_band(report_residuals(kind, args.report_rows, model), model, kind in SYMMETRIC)
+        bands[kind] = fit_band(report_residuals(kind, args.report_rows, model), model, kind)
         report[kind] = {"band": bands[kind].model_dump()}
     # A workload the target measured itself is answered with that measurement: what is left of the band is how much
     # one timing of a step differs from another, against the default estimator's half-width.
