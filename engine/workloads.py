@@ -87,8 +87,17 @@ def build_model(workload: Workload, device: torch.device | str, dtype: torch.dty
     # real ones and moved to the meta device folded.
     build_on = "cpu" if meta and workload.reparam else device
     skip_init = torch.device(build_on).type == "meta"
-    with torch.device(build_on), _NoMetaInit() if skip_init else nullcontext(), _attention(workload.torch_major >= 2):
-        model = _create(workload)
+    try:
+        with torch.device(build_on), _NoMetaInit() if skip_init else nullcontext(), \
+                _attention(workload.torch_major >= 2):
+            model = _create(workload)
+    except NotImplementedError:
+        if not skip_init:
+            raise
+        # A constructor that computes its layout with tensors on the default device meets ops without a meta kernel
+        # (timm 1.0.29's RegNet: torch.unique of its stage widths): such a model is built on the CPU and moved.
+        with _attention(workload.torch_major >= 2):
+            model = _create(workload).to(device)
     if workload.reparam:
         from timm.utils import reparameterize_model
 

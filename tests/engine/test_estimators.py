@@ -324,6 +324,23 @@ def test_a_model_built_on_the_meta_device_has_the_shapes_strides_and_dtypes_of_o
     assert layout(meta.named_buffers()) == layout(cpu.named_buffers())
 
 
+def test_a_model_whose_constructor_needs_real_values_is_built_on_the_cpu_and_moved_to_the_meta_device(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    import engine.workloads
+    from engine.workloads import build_model
+
+    def create(workload: Workload) -> torch.nn.Module:
+        # As timm 1.0.29's RegNet does: its stage widths are torch.unique of a tensor on the default device.
+        widths = torch.unique(torch.tensor([8, 8, 16]))
+        return torch.nn.Linear(int(widths[-1]), 4)
+
+    monkeypatch.setattr(engine.workloads, "_create", create)
+    model = build_model(Workload(model="resnet18"), "meta")
+    assert model.weight.device.type == "meta" and model.weight.shape == (4, 16)
+
+
 # registry, flops, hostaware ---------------------------------------------------------------------------------------
 
 
