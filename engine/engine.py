@@ -171,10 +171,11 @@ class Engine:
 
     @staticmethod
     def _band(estimator: Estimator, workload: Workload, target: TargetSpec, estimate: Estimate) -> ErrorBand | None:
-        """The error band of a done estimate (understudy.bands), from its SIMT (FP32-lane) share where it has one."""
+        """The error band of a done estimate (understudy.bands), from its SIMT (FP32-lane) share where it has one and
+        whether the workload is compiled."""
         shares = estimate.details.get("class_shares") or {}
         model = band_model()
-        return model.band(model.features(estimator.name, workload.mode, target, shares.get("simt")))
+        return model.band(model.features(estimator.name, workload.mode, target, shares.get("simt"), workload.compile))
 
     def _base(self, workload: Workload, target: TargetSpec, estimator: Estimator, plan: HostSetting | None,
               measurement: Measurement | None, status: Status, **fields: Any) -> PredictionResult:

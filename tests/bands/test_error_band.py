@@ -87,6 +87,23 @@ def test_the_simt_share_weighs_in_and_an_unknown_one_counts_as_a_quarter(known_m
     assert unknown is not None and unknown.scale == pytest.approx(0.1 * math.exp(2.0 * 0.25))  # 0.1649
 
 
+def test_a_compiled_workloads_band_is_widened_by_its_estimators_factor_and_says_so(known_model: BandModel) -> None:
+    model = known_model.model_copy(update={"compiled_widening": {"analytic": 1.5}})
+    features = BandFeatures(estimator="analytic", mode="infer", architecture="Ampere", compiled=True)
+    band = model.band(features)
+    assert band is not None
+    assert band.scale == pytest.approx(0.1 * 1.5)
+    assert band.multipliers(0.8)[1] == pytest.approx(math.exp(0.15 * Z_90), rel=1e-6)  # 1.2122
+    assert band.basis == "analytic infer, Ampere (seen in development), at full power, compiled"
+    eager = model.band(features.model_copy(update={"compiled": False}))
+    assert eager is not None and eager.scale == pytest.approx(0.1)
+
+
+def test_an_estimator_without_a_compiled_widening_keeps_its_band_when_compiled(known_model: BandModel) -> None:
+    band = known_model.band(BandFeatures(estimator="analytic", mode="infer", architecture="Ampere", compiled=True))
+    assert band is not None and band.scale == pytest.approx(0.1)
+
+
 def test_an_estimator_the_model_has_no_residuals_of_has_no_band(known_model: BandModel) -> None:
     assert known_model.band(BandFeatures(estimator="flops", mode="infer")) is None
 

@@ -88,6 +88,15 @@ def test_a_done_prediction_carries_the_band_of_its_estimator_mode_target_and_sim
     assert result.band is not None and result.band.basis.startswith("analytic train, Ampere")
 
 
+def test_a_compiled_workloads_prediction_carries_the_compiled_band(cpu_engine: Engine) -> None:
+    compiled = WORKLOAD.model_copy(update={"compile": True})
+    [result] = cpu_engine.predict(compiled, [RTX_3060], "analytic")
+    model = band_model()
+    share = result.details["class_shares"]["simt"]
+    assert result.band == model.band(model.features("analytic", "train", RTX_3060, share, compiled=True))
+    assert result.band is not None and result.band.basis.endswith("compiled")
+
+
 def test_a_done_prediction_says_whether_it_fits_the_targets_memory(cpu_engine: Engine) -> None:
     # ResNet-18 training at batch 32 takes a GB or two: far under the 3060's 12.
     [result] = cpu_engine.predict(WORKLOAD, [RTX_3060], "analytic")
