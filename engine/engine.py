@@ -47,6 +47,14 @@ def distinct_settings(plans: Iterable[HostSetting | None]) -> list[tuple[HostSet
             for members in groups.values()]
 
 
+
+def prediction_band(estimator: str, workload: Workload, target: TargetSpec, estimate: Estimate) -> ErrorBand | None:
+    """The error band of a done estimate (understudy.bands), from its SIMT (FP32-lane) share where it has one and
+    whether the workload is compiled."""
+    shares = estimate.details.get("class_shares") or {}
+    model = band_model()
+    return model.band(model.features(estimator, workload.mode, target, shares.get("simt"), workload.compile))
+
 class Engine:
     def __init__(self, settings: Settings | None = None, gpu_index: int = 0, nvml: Any | None = None,
                  host: HostInfo | None = None, log: MeasurementLog | None = None, replay_only: bool = False) -> None:
@@ -154,7 +162,7 @@ class Engine:
             samples_per_s=workload.batch_size * 1000.0 / latency if latency else None,
             error=estimate.error,
             details=details,
-            band=self._band(estimator, workload, target, estimate) if latency else None,
+            band=prediction_band(estimator.name, workload, target, estimate) if latency else None,
             memory=memory,
         )
 
@@ -168,14 +176,6 @@ class Engine:
             return len(counts_for(workload).ops)
         except Exception:  # noqa: BLE001 - a model the trace cannot count: its GPU time stands alone
             return None
-
-    @staticmethod
-    def _band(estimator: Estimator, workload: Workload, target: TargetSpec, estimate: Estimate) -> ErrorBand | None:
-        """The error band of a done estimate (understudy.bands), from its SIMT (FP32-lane) share where it has one and
-        whether the workload is compiled."""
-        shares = estimate.details.get("class_shares") or {}
-        model = band_model()
-        return model.band(model.features(estimator.name, workload.mode, target, shares.get("simt"), workload.compile))
 
     def _base(self, workload: Workload, target: TargetSpec, estimator: Estimator, plan: HostSetting | None,
               measurement: Measurement | None, status: Status, **fields: Any) -> PredictionResult:
