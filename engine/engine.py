@@ -47,13 +47,13 @@ def distinct_settings(plans: Iterable[HostSetting | None]) -> list[tuple[HostSet
             for members in groups.values()]
 
 
-
 def prediction_band(estimator: str, workload: Workload, target: TargetSpec, estimate: Estimate) -> ErrorBand | None:
     """The error band of a done estimate (understudy.bands), from its SIMT (FP32-lane) share where it has one and
     whether the workload is compiled."""
     shares = estimate.details.get("class_shares") or {}
     model = band_model()
     return model.band(model.features(estimator, workload.mode, target, shares.get("simt"), workload.compile))
+
 
 class Engine:
     def __init__(self, settings: Settings | None = None, gpu_index: int = 0, nvml: Any | None = None,

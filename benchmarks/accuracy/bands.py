@@ -65,9 +65,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from compile_parts import measured
 from fit_constants import REFERENCE, Priced, Sample, load_samples, predict_with_shares, shipped
+from engine.estimators import get_estimator
 from engine.estimators.hostaware import CLASSES
+from evaluation.evaluate import read_rows
 from understudy.catalog import catalog
+from understudy.results import HostInfo
+from understudy.workload import workload_from_row
 from understudy.bands import (DEFAULT_COVERAGE, QUANTILE_LEVELS, BandModel, CalibrationShares,
                               EstimatorBand, MemoryMargin, Term)
 
@@ -289,13 +294,6 @@ def compiled_residuals(kind: str, truth_path: Path, logs: list[Path], sample: in
                        model: BandModel) -> list[dict[str, Any]]:
     """The residuals of the shipped estimator on compiled ground truth (never fitted on): hostaware's on the rows whose
     compiled workload a log measured, analytic's on `sample` rows drawn at random (seeded)."""
-    from compile_parts import measured
-
-    from engine.estimators import get_estimator
-    from evaluation.evaluate import read_rows
-    from understudy.results import HostInfo
-    from understudy.workload import workload_from_row
-
     rows = read_rows([truth_path])
     found = measured(logs) if kind == "hostaware" else {}
     if kind != "hostaware":
