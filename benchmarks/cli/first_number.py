@@ -114,7 +114,8 @@ def worker_child() -> dict[str, Any]:
 
 
 def markdown(report: dict[str, Any]) -> str:
-    lines = [f"# How soon a number is on screen ({report['date']}, {report['machine']})", "",
+    lines = [f"# How soon a number is on screen ({report['date']}, {report.get('gpu', 'GPU not recorded')}, "
+             f"{report['machine']})", "",
              f"`{report['command']}`", "",
              f"import torch, timm: {report['import_torch_timm_before_s']} s before the warm-up, "
              f"{report['import_torch_timm_after_s']} s after.", "",
@@ -139,6 +140,16 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def gpu_name() -> str:
+    """The GPU the run measures on, as nvidia-smi names it (the device tool may lend another card than asked)."""
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                              text=True, timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (no nvidia-smi)"
+    return done.stdout.strip().splitlines()[0] if done.stdout.strip() else "unknown"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "cli" / "results")
@@ -152,7 +163,7 @@ def main() -> int:
     report: dict[str, Any] = {"command": " ".join([*settings, "python3 -m benchmarks.cli.first_number",
                                                    *sys.argv[1:]]),
                               "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-                              "machine": f"{os.cpu_count()} cores, {os.uname().nodename}"}
+                              "machine": f"{os.cpu_count()} cores, {os.uname().nodename}", "gpu": gpu_name()}
     report.update(warm_up())
 
     def save() -> None:
