@@ -46,9 +46,12 @@ from understudy.workload import Workload
 from engine.fusion import FusionTrace, fuse
 from engine.workloads import make_optimizer, make_step
 
-OpKind = Literal["tensor", "matmul32", "depthwise", "grouped", "memory", "norm", "layout", "strided", "serial"]
+# 'fused': a kernel torch.compile's inductor generates for a chain of memory-bound ops (engine.fusion); only a
+# compiled step has them.
+OpKind = Literal["tensor", "matmul32", "depthwise", "grouped", "memory", "norm", "layout", "strided", "serial",
+                 "fused"]
 KINDS: tuple[OpKind, ...] = ("tensor", "matmul32", "depthwise", "grouped", "memory", "norm", "layout", "strided",
-                             "serial")
+                             "serial", "fused")
 
 aten = torch.ops.aten
 _CONV = {aten.convolution.default, aten.convolution_backward.default, aten._convolution.default}

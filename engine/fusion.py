@@ -227,7 +227,7 @@ def fuse(trace: FusionTrace, alive: set[int], graph_inputs: int, training: bool)
             runs_at, written = index, op.writes
         elif members[fused_into][0] == index:
             inputs, written = _group_values(ops, members[fused_into], group_of, producer, used_after)
-            kernels.append(("memory", 0.0, sum(inputs.values()) + sum(written.values())))
+            kernels.append(("fused", 0.0, sum(inputs.values()) + sum(written.values())))
             runs_at = members[fused_into][-1]
         else:
             continue

@@ -29,12 +29,15 @@ from engine.estimators.roofline import Efficiency, roofline_ms
 # for a strided kernel) and 2,609 tensor FLOP per SM and cycle in 16 bit, half that in TF32 (682 and 341 TFLOPS). A
 # training step runs 1.09x its counts, and a 16-bit one's NCHW layout conversions 4.0x their inference weight
 # (cuDNN's NCHW backward); L2 serves 0.23 of the traffic of a memory-bound kernel whose tensors fit in half of it (an
-# RTX 4090's 72 MB holds what an RTX 3090's 6 MB does not).
+# RTX 4090's 72 MB holds what an RTX 3090's 6 MB does not). The kernels torch.compile's inductor generates reach 0.825
+# of DRAM peak, where PyTorch's eager kernels reach 0.93: chosen on timm's compiled RTX 4090 file, the one compiled
+# ground truth (benchmarks/accuracy/compile_fused.py; 0.815-0.83 with each model family left out); no eager row is
+# priced differently, and on a part whose bytes-in-flight limit binds (an H100, an H200) it changes nothing.
 EFFICIENCY = Efficiency(tensor=0.9721, simt=0.1067, memory=0.9271, launch_us=5, matmul32=0.7721, layout=0.4428,
                         strided=1, bytes_per_sm_cycle=8.4468, strided_bytes_per_sm_cycle=5.9908,
                         tensor_flop_per_sm_cycle=2609.1332, training_overhead=1.0854, training_layout=3.9811,
                         depthwise_training=7.0479, bf16_norm_training=2.3967,
-                        grouped_fp32_training=3.166, l2_reuse=0.2303, serial_ns=360.2)
+                        grouped_fp32_training=3.166, l2_reuse=0.2303, serial_ns=360.2, fused_memory=0.825)
 
 
 class AnalyticEstimator(Estimator):

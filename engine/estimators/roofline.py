@@ -27,7 +27,7 @@ from understudy.catalog import TargetSpec
 from engine.counting import WorkloadCounts
 
 CLASS_OF_KIND = {"tensor": "tensor", "matmul32": "simt", "depthwise": "simt", "grouped": "simt", "memory": "other",
-                 "norm": "other", "layout": "other", "strided": "other", "serial": "other"}
+                 "norm": "other", "layout": "other", "strided": "other", "serial": "other", "fused": "other"}
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,9 @@ class Efficiency:
     grouped_fp32_training: float = 1.0
     # Share of a memory-bound kernel's traffic L2 serves when its tensors fit in half the L2 (L2Reuse); 0: none.
     l2_reuse: float = 0.0
+    # Share of DRAM peak a kernel inductor generates ('fused': torch.compile's chains of memory-bound ops) reaches,
+    # where DRAM and not the bytes in flight limit it; 0: a memory-bound kernel's (`memory`).
+    fused_memory: float = 0.0
     # Nanoseconds one iteration of a "serial" kernel's per-thread loop takes (engine.counting._SERIAL): a memory
     # latency, which no GPU's bandwidth or clock shortens. 0: such kernels are priced by their bytes alone.
     serial_ns: float = 0.0
@@ -134,10 +137,11 @@ class Efficiency:
             reached = min(reached, self.tensor_feed(precision) * gpu.sm_count * gpu.tensor_clock(precision) / 1e6)
         return reached
 
-    def bandwidth_gbps(self, gpu: TargetSpec, strided: bool = False) -> float:
-        """The bandwidth a memory-bound kernel (a strided one if `strided`) reaches on `gpu`: a share of its peak,
-        or the issue limit."""
-        reached = gpu.memory_bandwidth_gbps * self.memory
+    def bandwidth_gbps(self, gpu: TargetSpec, strided: bool = False, fused: bool = False) -> float:
+        """The bandwidth a memory-bound kernel (a strided one if `strided`, one inductor generated if `fused`)
+        reaches on `gpu`: a share of its peak, or the issue limit."""
+        share = self.fused_memory if fused and self.fused_memory > 0 else self.memory
+        reached = gpu.memory_bandwidth_gbps * share
         limits = (self.bytes_per_sm_cycle, self.strided_bytes_per_sm_cycle if strided else 0.0)
         for per_sm_cycle in (limit for limit in limits if limit > 0):
             reached = min(reached, per_sm_cycle * gpu.sm_count * gpu.sustained_clock() / 1e3)
@@ -174,6 +178,7 @@ def roofline_ms(counts: WorkloadCounts, gpu: TargetSpec, precision: str, eff: Ef
         "serial": eff.serial_rate(),
     }
     dense, strided = eff.bandwidth_gbps(gpu) * 1e9, eff.bandwidth_gbps(gpu, strided=True) * 1e9
+    fused = eff.bandwidth_gbps(gpu, fused=True) * 1e9
     totals = {"tensor": 0.0, "simt": 0.0, "other": 0.0}
     if not counts.ops:
         return totals
@@ -183,7 +188,7 @@ def roofline_ms(counts: WorkloadCounts, gpu: TargetSpec, precision: str, eff: Ef
     moved = dram_bytes(np.array([moved for _, _, moved in counts.ops], dtype=float) * weights, gpu,
                        reuse or eff.reuse())
     rates = np.array([rate_of_kind.get(kind, 1.0) for kind in kinds])
-    bandwidth = np.array([strided if kind == "strided" else dense for kind in kinds])
+    bandwidth = np.array([{"strided": strided, "fused": fused}.get(kind, dense) for kind in kinds])
     compute = np.divide(flops, rates, out=np.zeros_like(flops), where=flops > 0)
     slower = np.array([eff.time_weight(kind, precision, training) for kind in kinds])
     seconds = np.maximum(compute, moved / bandwidth) * slower + eff.launch_us * 1e-6

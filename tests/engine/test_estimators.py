@@ -479,6 +479,24 @@ def test_the_rooflines_l2_reuse_serves_its_share_of_a_kernel_that_fits_in_half_t
     assert small == pytest.approx(0.010 * (1 - 0.4 * 3 / 10))
 
 
+def test_a_kernel_inductor_generated_reaches_its_own_share_of_dram_peak_unless_the_bytes_in_flight_bind() -> None:
+    from engine.counting import WorkloadCounts
+    from engine.estimators.roofline import Efficiency, roofline_ms
+
+    def other_ms(kind: str, eff: Efficiency) -> float:
+        counts = WorkloadCounts(kinds={}, ops=[(kind, 0.0, 100e6)], param_bytes=0.0, param_count=0,
+                                buffer_bytes=0.0, input_bytes=0.0, peak_live_bytes=0.0)
+        return roofline_ms(counts, _l2_card(6), "amp-fp16", eff)["other"]
+
+    # 100 MB at 1000 GB/s: 0.1 ms at all of the peak, 0.125 ms at 0.8 of it.
+    eff = Efficiency(tensor=1.0, simt=1.0, memory=1.0, launch_us=0.0, fused_memory=0.8)
+    assert (other_ms("memory", eff), other_ms("fused", eff)) == (pytest.approx(0.1), pytest.approx(0.125))
+    # 1 byte in flight per SM and cycle on 80 SMs caps both far below either share of the peak: the same time.
+    capped = Efficiency(tensor=1.0, simt=1.0, memory=1.0, launch_us=0.0, fused_memory=0.8, bytes_per_sm_cycle=1.0)
+    assert other_ms("fused", capped) == pytest.approx(other_ms("memory", capped))
+    assert other_ms("fused", capped) > 0.125
+
+
 def test_hostaware_prices_memory_bound_work_lower_on_the_card_with_the_larger_l2() -> None:
     from engine.estimators.hostaware import CONSTANTS, class_ratios
 

@@ -56,7 +56,7 @@ def test_conv_batchnorm_relu_is_the_convolution_and_one_pass_over_its_output() -
     # no NCHW conversions are left around it.
     assert [(kind, moved) for kind, _, moved in kernels] == [
         ("tensor", activation + weights + activation),
-        ("memory", activation + params + activation),
+        ("fused", activation + params + activation),
     ]
 
 
@@ -65,7 +65,7 @@ def test_a_residual_add_joins_the_second_batchnorm_and_reads_the_first_relus_out
     params = 4 * 16 * HALF
     # The first ReLU's output goes to the second convolution, a library kernel, so its kernel is closed: the add
     # after that convolution cannot join it and reads the output back; it joins the second BatchNorm and ReLU.
-    assert [kind for kind, _, _ in kernels] == ["tensor", "memory", "tensor", "memory"]
+    assert [kind for kind, _, _ in kernels] == ["tensor", "fused", "tensor", "fused"]
     assert kernels[3][2] == activation + params + activation + activation
 
 
@@ -104,7 +104,7 @@ def test_a_compiled_resnet_makes_fewer_passes_over_memory_and_no_layout_conversi
     assert "layout" in eager.kinds and "layout" not in compiled.kinds
     assert compiled.kinds["tensor"] == eager.kinds["tensor"]  # the convolutions are cuDNN's either way
     eager_memory = sum(eager.kinds[kind].bytes for kind in ("memory", "norm", "strided") if kind in eager.kinds)
-    assert compiled.kinds["memory"].bytes < 0.7 * eager_memory
+    assert compiled.kinds["fused"].bytes < 0.7 * eager_memory
     assert len(compiled.ops) < len(eager.ops)
     assert compiled.peak_live_bytes < eager.peak_live_bytes
 
@@ -113,5 +113,5 @@ def test_a_compiled_training_step_keeps_what_backward_reads_and_fuses_forward_an
     eager = count_workload(Workload(model="resnet18", batch_size=8))
     compiled = count_workload(Workload(model="resnet18", batch_size=8, compile=True))
     eager_memory = sum(eager.kinds[kind].bytes for kind in ("memory", "norm", "strided") if kind in eager.kinds)
-    assert 0.3 * eager_memory < compiled.kinds["memory"].bytes < eager_memory
+    assert 0.3 * eager_memory < compiled.kinds["fused"].bytes < eager_memory
     assert compiled.kinds["tensor"] == eager.kinds["tensor"]
