@@ -36,8 +36,8 @@ card; where the target measured the workload itself, the 90th percentile of a me
 windows (--log) over hostaware's median half-width.
 
 A compiled workload's band is the eager one widened: compiled ground truth comes from one GPU (timm's compiled RTX
-4090 file), so its effect cannot be fitted leave-one-GPU-out as a term. The shipped estimators, which were never
-fitted on compiled rows, are scored on them (hostaware on those whose compiled workload --compiled-log measured,
+4090 file), so its effect cannot be fitted leave-one-GPU-out as a term. The shipped estimators (one constant of
+analytic's, the fused share, chosen on the same file) are scored on them (hostaware on those whose compiled workload --compiled-log measured,
 analytic on --compiled-sample rows), and the widening is the factor on the scale that makes the band hold 80 % of
 them, at least 1. It is fitted and scored on the same rows: the check reports it as such.
 
@@ -292,7 +292,7 @@ def half_width(band: EstimatorBand, rows: list[dict[str, Any]], model: BandModel
 
 def compiled_residuals(kind: str, truth_path: Path, logs: list[Path], sample: int,
                        model: BandModel) -> list[dict[str, Any]]:
-    """The residuals of the shipped estimator on compiled ground truth (never fitted on): hostaware's on the rows whose
+    """The residuals of the shipped estimator on compiled ground truth: hostaware's on the rows whose
     compiled workload a log measured, analytic's on `sample` rows drawn at random (seeded)."""
     rows = read_rows([truth_path])
     found = measured(logs) if kind == "hostaware" else {}
