@@ -37,9 +37,9 @@ windows (--log) over hostaware's median half-width.
 
 A compiled workload's band is the eager one widened: compiled ground truth comes from one GPU (timm's compiled RTX
 4090 file), so its effect cannot be fitted leave-one-GPU-out as a term. The shipped estimators (one constant of
-analytic's, the fused share, chosen on the same file) are scored on them (hostaware on those whose compiled workload --compiled-log measured,
-analytic on --compiled-sample rows), and the widening is the factor on the scale that makes the band hold 80 % of
-them, at least 1. It is fitted and scored on the same rows: the check reports it as such.
+analytic's, the fused share, chosen on the same file) are scored on them: hostaware on those whose compiled workload
+--compiled-log measured, analytic on --compiled-sample rows. The widening is the factor on the scale that makes the
+band hold 80 % of them, at least 1. It is fitted and scored on the same rows: the check reports it as such.
 
 The check (`--json`), two ways. "coverage_leave_one_gpu_out": for each GPU of the development data the band is
 fitted again on every other GPU's residuals and scored on this GPU's rows. "coverage_fitted_on_all": the shipped
