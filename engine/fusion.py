@@ -11,7 +11,8 @@ only what is used after it, and keeps the values passed along the chain in regis
   compiled region, reads one of its outputs: anything that depends on that kernel could join it only by making a
   cycle. So conv -> BatchNorm -> ReLU is the convolution and one kernel reading its output and writing the ReLU's;
   an add -> LayerNorm -> cast before a matmul is one kernel.
-- A group is one kernel, memory-bound and dense (inductor tiles a transpose so both sides are coalesced): its bytes
+- A group is one kernel, memory-bound and dense (inductor tiles a transpose so both sides are coalesced), of its own
+  kind, 'fused' (the roofline prices it at the share of DRAM peak inductor's kernels reach): its bytes
   are the values its ops read that it did not produce, each once, and the values it produced that are read after it
   or are still alive when the step ends (its result, a weight's gradient). What only its own ops read never reaches
   memory. A value is one write of a storage, so an in-place op reads one value and writes the next.
@@ -23,7 +24,7 @@ only what is used after it, and keeps the values passed along the chain in regis
 
 Only the model is compiled, as timm's benchmark compiles it: its forward and, in training, its backward are each a
 graph of their own, and no group spans the two; the loss and the optimizer run eagerly. Nothing here is fitted: the
-rule is inductor's, the prices the roofline's.
+rule is inductor's, the prices the roofline's (engine.estimators.roofline, Efficiency.fused_memory).
 """
 
 from __future__ import annotations
