@@ -221,6 +221,8 @@ class Priced:
         if reuse is not None:
             moved = self._dram(moved, self.l2, reuse)
         bandwidth = self.bandwidth * eff.memory
+        if eff.fused_memory > 0:  # roofline.Efficiency.bandwidth_gbps: inductor's kernels, their own share of peak
+            bandwidth = np.where(self.kind == KIND_CODE["fused"], self.bandwidth * eff.fused_memory, bandwidth)
         if eff.bytes_per_sm_cycle > 0:
             bandwidth = np.minimum(bandwidth, self.issue * eff.bytes_per_sm_cycle)
         if eff.strided_bytes_per_sm_cycle > 0:
