@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cli.predict_wall import CLI_MODULE, FIRST_TARGETS, ROOT, warm_up
+from engine.probe import load_nvml, nvml_view
 
 SCREEN_WORKLOADS = (
     ["resnet50", "--mode", "train", "--batch-size", "64"],
@@ -141,13 +142,9 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def gpu_name() -> str:
-    """The GPU the run measures on, as nvidia-smi names it (the device tool may lend another card than asked)."""
-    try:
-        done = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                              text=True, timeout=30, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return "unknown (no nvidia-smi)"
-    return done.stdout.strip().splitlines()[0] if done.stdout.strip() else "unknown"
+    """The GPU the run measures on, as NVML names it (the device tool may lend another card than asked)."""
+    seen = nvml_view(0, load_nvml())
+    return seen.gpu_name or seen.note or "no GPU"
 
 
 def main() -> int:
