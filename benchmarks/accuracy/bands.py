@@ -65,10 +65,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from compile_parts import measured
+from compile_ratio import measured
 from fit_constants import REFERENCE, Priced, Sample, load_samples, predict_with_shares, shipped
 from engine.estimators import get_estimator
 from engine.estimators.hostaware import CLASSES
+from engine.measurement_log import MeasurementLog
 from evaluation.evaluate import read_rows
 from understudy.catalog import catalog
 from understudy.results import HostInfo
@@ -281,13 +282,14 @@ def timing_spread(log: Path) -> float:
 def half_width(band: EstimatorBand, rows: list[dict[str, Any]], model: BandModel, kind: str) -> float:
     """The median half-width of `band`'s 80 % interval over `rows`."""
     fitted = model.model_copy(update={"estimators": {kind: band}})
-    widths = []
-    for row in rows:
-        found = fitted.band(row["features"])
-        assert found is not None
-        low, high = found.multipliers(CHECKED_COVERAGE)
-        widths.append((high - low) / 2)
-    return float(np.median(widths))
+    return float(np.median([(high - low) / 2 for low, high in _multipliers(rows, fitted)]))
+
+
+def _multipliers(rows: list[dict[str, Any]], model: BandModel) -> list[tuple[float, float]]:
+    """Each row's (low, high) multipliers of its band at CHECKED_COVERAGE."""
+    bands = [model.band(row["features"]) for row in rows]
+    assert all(band is not None for band in bands)
+    return [band.multipliers(CHECKED_COVERAGE) for band in bands if band is not None]
 
 
 def compiled_residuals(kind: str, truth_path: Path, logs: list[Path], sample: int,
@@ -295,15 +297,16 @@ def compiled_residuals(kind: str, truth_path: Path, logs: list[Path], sample: in
     """The residuals of the shipped estimator on compiled ground truth: hostaware's on the rows whose
     compiled workload a log measured, analytic's on `sample` rows drawn at random (seeded)."""
     rows = read_rows([truth_path])
-    found = measured(logs) if kind == "hostaware" else {}
     if kind != "hostaware":
         rows = random.Random(0).sample(rows, min(sample, len(rows)))
+    host_logs = [MeasurementLog(path) for path in logs] if kind == "hostaware" else []
     estimator, out = get_estimator(kind), []
     for row in rows:
         workload = workload_from_row(row)
-        if not workload.compile or (kind == "hostaware" and workload not in found):
+        found = measured(host_logs, workload)
+        if not workload.compile or (kind == "hostaware" and found is None):
             continue
-        host, measurement = found.get(workload, (HostInfo(), None))
+        host, measurement = found or (HostInfo(), None)
         target = catalog().get(row["target"])
         estimate = estimator.estimate(workload, target, host, measurement)
         if not estimate.latency_ms:
@@ -317,26 +320,18 @@ def compiled_residuals(kind: str, truth_path: Path, logs: list[Path], sample: in
 
 def covered(rows: list[dict[str, Any]], model: BandModel) -> dict[str, float]:
     """The share of the rows inside the band at CHECKED_COVERAGE, and its median half-width."""
-    inside, widths = [], []
-    for row in rows:
-        band = model.band(row["features"])
-        assert band is not None
-        low, high = band.multipliers(CHECKED_COVERAGE)
-        inside.append(low <= math.exp(row["e"]) <= high)
-        widths.append((high - low) / 2)
+    bounds = _multipliers(rows, model)
+    inside = [low <= math.exp(row["e"]) <= high for row, (low, high) in zip(rows, bounds, strict=True)]
     return {"coverage_pct": round(100 * float(np.mean(inside)), 1),
-            "median_half_width_pct": round(100 * float(np.median(widths)), 1)}
+            "median_half_width_pct": round(100 * float(np.median([(high - low) / 2 for low, high in bounds])), 1)}
 
 
 def compiled_widening(rows: list[dict[str, Any]], model: BandModel) -> float:
     """The factor on the scale that makes the band hold CHECKED_COVERAGE of these compiled rows (at least 1): each
     row's own smallest factor that covers it, and their CHECKED_COVERAGE quantile."""
-    needed = []
-    for row in rows:
-        band = model.band(row["features"].model_copy(update={"compiled": False}))
-        assert band is not None
-        low, high = (math.log(m) for m in band.multipliers(CHECKED_COVERAGE))
-        needed.append(row["e"] / high if row["e"] > 0 else row["e"] / low)
+    eager = [{**row, "features": row["features"].model_copy(update={"compiled": False})} for row in rows]
+    needed = [row["e"] / math.log(high) if row["e"] > 0 else row["e"] / math.log(low)
+              for row, (low, high) in zip(rows, _multipliers(eager, model), strict=True)]
     return round(max(1.0, float(np.quantile(needed, CHECKED_COVERAGE))), 4)
 
 

@@ -14,36 +14,23 @@ minute or two without a GPU. Nothing is fitted.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from compile_ratio import measured
 from understudy.catalog import resolve_target
-from understudy.results import HostInfo, Measurement
 from understudy.workload import Workload, workload_from_row
 from engine.counting import counts_for
 from engine.estimators.analytic import EFFICIENCY
 from engine.estimators.base import host_spec
 from engine.estimators.hostaware import CLASSES, CONSTANTS, blend_factor
 from engine.estimators.roofline import roofline_ms
+from engine.measurement_log import MeasurementLog
 from evaluation.evaluate import read_rows
-
-
-def measured(logs: list[Path]) -> dict[Workload, tuple[HostInfo, Measurement]]:
-    """Each log's done measurements with the host that made them."""
-    found = {}
-    for path in logs:
-        host = None
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            if "workload" not in record:
-                host = HostInfo(**record["host"])
-            elif record["measurement"]["status"] == "done" and host is not None:
-                found[Workload(**record["workload"])] = (host, Measurement(**record["measurement"]))
-    return found
 
 
 def twin(workload: Workload) -> Workload:
@@ -63,9 +50,9 @@ def main() -> None:
     truth: dict[Workload, tuple[str, float]] = {}
     for row in read_rows(args.files):
         truth[workload_from_row(row)] = (row["target"], float(row["latency_ms"]))
-    found = measured(args.log)
-    pairs = sorted((w for w in found if twin(w) in found and w in truth and twin(w) in truth),
-                   key=lambda w: (w.compile, w.model))
+    logs = [MeasurementLog(path) for path in args.log]
+    found = {w: m for w in truth if (m := measured(logs, w)) is not None}
+    pairs = sorted((w for w in found if twin(w) in found), key=lambda w: (w.compile, w.model))
     print(f"{len(pairs) // 2} workloads measured both ways, with rows both ways")
     for compiled in (False, True):
         scaled, roofline, host_total = [], [], []

@@ -5,9 +5,9 @@ The truth is the lent GPU's step as the host measures one (`understudy evaluate 
 graph-timed step's device time); hostaware predicts it from the H200 host's measurement of the same workload, and
 analytic from the counts. Nothing here is fitted: the GPU was in no fit, of the constants or of the band.
 
-    python benchmarks/accuracy/held_out_gpu.py --target "NVIDIA H100 SXM5 80 GB" \\
-        --truth benchmarks/accuracy/self/h100-self.jsonl --host-log benchmarks/accuracy/self/h200-self.jsonl \\
-        --json benchmarks/accuracy/self/h100-held-out.json
+    python benchmarks/accuracy/held_out_gpu.py benchmarks/accuracy/self/workloads.csv \\
+        --target "NVIDIA H100 SXM5 80 GB" --truth benchmarks/accuracy/self/h100-self.jsonl \\
+        --host-log benchmarks/accuracy/self/h200-self.jsonl --json benchmarks/accuracy/self/h100-held-out.json
 """
 
 from __future__ import annotations
@@ -23,12 +23,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from compile_parts import measured
+from compile_ratio import measured
 from understudy.bands import DEFAULT_COVERAGE
 from understudy.catalog import catalog
 from understudy.results import HostInfo
+from understudy.workload import workload_from_row
 from engine.engine import prediction_band
 from engine.estimators import get_estimator
+from engine.measurement_log import MeasurementLog
+from evaluation.evaluate import read_rows
 
 ESTIMATORS = ("hostaware", "analytic")
 
@@ -45,19 +48,25 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("workloads", type=Path, help="the workloads both logs measured (self/workloads.csv)")
     parser.add_argument("--target", required=True, help="the lent GPU's catalog name")
     parser.add_argument("--truth", type=Path, required=True, help="the lent GPU's measurement log")
     parser.add_argument("--host-log", type=Path, required=True, help="the H200 host's log of the same workloads")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     target = catalog().get(args.target)
-    truth, host = measured([args.truth]), measured([args.host_log])
+    truth, host_log = [MeasurementLog(args.truth)], [MeasurementLog(args.host_log)]
     scored: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for workload, (_, on_target) in sorted(truth.items(), key=lambda item: item[0].label):
+    for workload in sorted({workload_from_row(row) for row in read_rows([args.workloads])},
+                           key=lambda w: (w.label, w.memory_format)):
+        if (lent := measured(truth, workload)) is None:
+            continue
+        on_target = lent[1]
+        on_host = measured(host_log, workload)
         for name in ESTIMATORS:
-            if name == "hostaware" and workload not in host:
+            if name == "hostaware" and on_host is None:
                 continue
-            host_info, measurement = host.get(workload, (HostInfo(), None))
+            host_info, measurement = on_host or (HostInfo(), None)
             estimate = get_estimator(name).estimate(workload, target, host_info, measurement)
             band = prediction_band(name, workload, target, estimate) if estimate.latency_ms else None
             if band is None or not estimate.latency_ms:
