@@ -25,7 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from compile_parts import measured
+from compile_ratio import measured
 from understudy.catalog import TargetSpec, catalog
 from understudy.workload import Workload, workload_from_row
 from engine.counting import WorkloadCounts, counts_for
@@ -33,8 +33,10 @@ from engine.estimators.analytic import EFFICIENCY
 from engine.estimators.base import host_spec
 from engine.estimators.hostaware import CONSTANTS, blend_factor
 from engine.estimators.roofline import roofline_ms
+from engine.measurement_log import MeasurementLog
 from evaluation.evaluate import read_rows
 from evaluation.rows import model_family
+
 
 @dataclasses.dataclass(frozen=True)
 class Row:
@@ -43,6 +45,7 @@ class Row:
     target: TargetSpec
     family: str
     measured_ms: float
+    eager_ms: float  # analytic's price with the fused kernels at eager kernels' share (fused_memory 0)
     priced_ms: np.ndarray  # analytic's price at each share of GRID
 
 
@@ -64,7 +67,7 @@ def main() -> None:
     parser.add_argument("--log", type=Path, action="append", required=True, help="host measurements (hostaware)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    found = measured(args.log)
+    logs = [MeasurementLog(path) for path in args.log]
     rows: list[Row] = []
     for row in read_rows([args.compiled]):
         workload = workload_from_row(row)
@@ -77,9 +80,10 @@ def main() -> None:
             continue
         target = catalog().get(row["target"])
         priced = [sum(roofline_ms(counts, target, workload.precision,
-                                  dataclasses.replace(EFFICIENCY, fused_memory=share)).values()) for share in GRID]
+                                  dataclasses.replace(EFFICIENCY, fused_memory=share)).values())
+                  for share in (0.0, *GRID)]
         rows.append(Row(workload, counts, target, model_family(workload.model), float(row["latency_ms"]),
-                        np.array(priced)))
+                        priced[0], np.array(priced[1:])))
     losses = np.array([np.abs(np.log(r.priced_ms / r.measured_ms)) for r in rows])  # rows x grid
     families = sorted({r.family for r in rows})
     total = losses.sum(axis=0)
@@ -88,15 +92,15 @@ def main() -> None:
         mine = np.array([r.family == family for r in rows])
         chosen[family] = GRID[int(np.argmin((total - losses[mine].sum(axis=0)) / (len(rows) - mine.sum())))]
     on_all = GRID[int(np.argmin(losses.mean(axis=0)))]
-    eager_share = GRID.index(min(GRID, key=lambda share: abs(share - EFFICIENCY.memory)))
-    analytic_before = [r.priced_ms[eager_share] / r.measured_ms - 1 for r in rows]
+    analytic_before = [r.eager_ms / r.measured_ms - 1 for r in rows]
     analytic_after = [r.priced_ms[GRID.index(chosen[r.family])] / r.measured_ms - 1 for r in rows]
     hostaware_before: list[float] = []
     hostaware_after: list[float] = []
     for r in rows:
-        if r.workload not in found:
+        found = measured(logs, r.workload)
+        if found is None:
             continue
-        host, measurement = found[r.workload]
+        host, measurement = found
         for share, errors in ((0.0, hostaware_before), (chosen[r.family], hostaware_after)):
             factor, _ = blend_factor(r.counts, measurement, r.workload.precision, r.target, host_spec(host),
                                      CONSTANTS, efficiency=dataclasses.replace(EFFICIENCY, fused_memory=share))
