@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from engine.counting import count_workload
 from engine.workloads import build_model
-from understudy.steps import LAUNCH_US
+from understudy.steps import LAUNCH_US, launch_ms, wall_ms
 from understudy.workload import Workload
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -196,7 +196,8 @@ def main() -> None:
     print(f"per row, {shipped.form} at {shipped.launch_us} us against the {shipped.measured} (fit rows marked *):")
     for i, (r, e) in enumerate(zip(rows, shipped.errors, strict=True)):
         print(f"  {'*' if i % 2 == 0 else ' '} {r.label:<45} {e:+.1%}")
-    shipped_again = [max(r.kernel_ms, r.kernels * LAUNCH_US / 1000) / r.wall_ms - 1 for r in again]
+    # As the traces compute it (understudy/steps.py), from the profiled kernel time.
+    shipped_again = [wall_ms(r.kernel_ms, launch_ms(r.kernels)) / r.wall_ms - 1 for r in again]
     print()
     print(f"the second run (H100), as shipped: max(kernel ms, ops x {LAUNCH_US} us), within 15 % on "
           f"{sum(abs(e) <= TOLERANCE for e in shipped_again)} of {len(again)}, "
@@ -208,6 +209,7 @@ def main() -> None:
          "reports": [asdict(rep) for rep in reports],
          "second_run": {"file": SECOND_RUN, "launch_us": LAUNCH_US, "rows": [asdict(r) for r in again],
                         "errors": shipped_again}}, indent=1) + "\n")
+
 
 if __name__ == "__main__":
     main()
