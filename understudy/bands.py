@@ -20,7 +20,8 @@ a development GPU's errors is its bias too). benchmarks/accuracy/bands.py fits t
 leave-one-GPU-out residuals (each development GPU predicted with constants chosen without it) and checks the band on
 GPUs it was not fitted on; it writes understudy/data/error_bands.json, which this module reads. A band at coverage c is
 [predicted x exp(center + scale x z((1-c)/2)), predicted x exp(center + scale x z((1+c)/2))]: the measured time falls
-inside it for about c of the workloads.
+inside it for about c of the workloads. A compiled workload's (torch.compile) scale is multiplied by its estimator's
+compiled_widening: compiled ground truth is one GPU's, so that is fitted on its rows rather than left out GPU by GPU.
 
 A calibrated prediction (a correction fitted to the target's own measured times) narrows its base's band by the
 shares the same benchmark measured on calibrated held-out rows. A memory verdict's margin (MemoryMargin) comes with
