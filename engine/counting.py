@@ -27,11 +27,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from functools import lru_cache
-from typing import Any, Literal
+from typing import Any
 
 import weakref
 
@@ -43,15 +40,9 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 from torch.utils.flop_counter import flop_registry
 
 from understudy.workload import Workload
+from engine.counts import OpKind, WorkloadCounts
 from engine.fusion import FusionTrace, fuse
 from engine.workloads import make_optimizer, make_step
-
-# 'fused': a kernel torch.compile's inductor generates for a chain of memory-bound ops (engine.fusion); only a
-# compiled step has them.
-OpKind = Literal["tensor", "matmul32", "depthwise", "grouped", "memory", "norm", "layout", "strided", "serial",
-                 "fused"]
-KINDS: tuple[OpKind, ...] = ("tensor", "matmul32", "depthwise", "grouped", "memory", "norm", "layout", "strided",
-                             "serial", "fused")
 
 aten = torch.ops.aten
 _CONV = {aten.convolution.default, aten.convolution_backward.default, aten._convolution.default}
@@ -80,51 +71,6 @@ _BATCH_NORM = {aten.native_batch_norm.default, aten.native_batch_norm_backward.d
                aten._native_batch_norm_legit_no_training.default}
 # Ops that only read metadata or allocate: no kernel worth counting.
 _FREE = {aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.default, aten.lift_fresh.default}
-
-
-@dataclass
-class KindTotals:
-    flops: float = 0.0
-    bytes: float = 0.0
-    ops: int = 0
-
-
-@dataclass
-class WorkloadCounts:
-    """Per-kind totals and the per-op list of one step."""
-
-    kinds: dict[str, KindTotals] = field(default_factory=dict)
-    # (kind, flops, bytes) per kernel, kept for the roofline (max of compute and memory time is per op).
-    ops: list[tuple[str, float, float]] = field(default_factory=list)
-    param_bytes: float = 0.0  # the weights in the model's dtype (fp32 under AMP)
-    param_count: int = 0
-    buffer_bytes: float = 0.0  # batch-norm statistics and other buffers
-    input_bytes: float = 0.0  # the batch (and labels) the step reads
-    # Peak bytes of the tensors the step itself allocated (activations, saved activations, gradients), alive at once.
-    peak_live_bytes: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kinds": {k: asdict(v) for k, v in self.kinds.items()},
-            "ops": self.ops,
-            "param_bytes": self.param_bytes,
-            "param_count": self.param_count,
-            "buffer_bytes": self.buffer_bytes,
-            "input_bytes": self.input_bytes,
-            "peak_live_bytes": self.peak_live_bytes,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> WorkloadCounts:
-        return cls(
-            kinds={k: KindTotals(**v) for k, v in data["kinds"].items()},
-            ops=[tuple(op) for op in data["ops"]],
-            param_bytes=data["param_bytes"],
-            param_count=int(data.get("param_count", 0)),
-            buffer_bytes=float(data.get("buffer_bytes", 0.0)),
-            input_bytes=float(data.get("input_bytes", 0.0)),
-            peak_live_bytes=float(data.get("peak_live_bytes", 0.0)),
-        )
 
 
 def _tensors(values: Any, found: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
@@ -215,10 +161,11 @@ def _permuted(tensor: torch.Tensor) -> bool:
 def _layout_bytes(func: Any, args: tuple[Any, ...], out: Any) -> float:
     """Bytes the NCHW <-> NHWC transposes around one tensor-core convolution move: each activation-sized tensor
     (not the weights) read and written once more."""
-    weight = args[1] if func is not aten.convolution_backward.default else args[2]
-    tensors = [t for t in tree_flatten((args, out))[0] if isinstance(t, torch.Tensor) and t.dim() == 4
-               and t.shape != weight.shape]
-    return 2.0 * sum(t.numel() * t.element_size() for t in tensors)
+    if func is aten.convolution_backward.default:
+        activations = [args[0], args[1], out[0]]  # the output's gradient, the input, the input's gradient
+    else:
+        activations = [args[0], out]
+    return 2.0 * sum(t.numel() * t.element_size() for t in activations if isinstance(t, torch.Tensor) and t.dim() == 4)
 
 
 class _LiveBytes:
@@ -227,6 +174,9 @@ class _LiveBytes:
     def __init__(self) -> None:
         self.live = 0
         self.peak = 0
+        # The live bytes after each allocation, in order: engine.count_table finds a step's peak at any batch size
+        # from two of these.
+        self.timeline: list[int] = []
         self._seen: set[int] = set()
 
     def add(self, tensors: list[torch.Tensor], inputs: Sequence[torch.Tensor] = ()) -> None:
@@ -242,6 +192,7 @@ class _LiveBytes:
             self._seen.add(key)
             self.live += size
             self.peak = max(self.peak, self.live)
+            self.timeline.append(self.live)
             weakref.finalize(storage, self._free, key, size)
 
     def _free(self, key: int, size: int) -> None:
@@ -409,14 +360,14 @@ def _grouped_conv_flops(func: Any, args: tuple[Any, ...], out: Any) -> float:
     return 2.0 * out.numel() * weight[0].numel()
 
 
-@lru_cache(maxsize=256)
-def counts_for(workload: Workload) -> WorkloadCounts:
-    """count_workload, kept for the workloads seen last: every estimator of a request prices the same counts."""
-    return count_workload(workload)
-
-
 def count_workload(workload: Workload) -> WorkloadCounts:
     """Trace one step of the workload on the meta device (no memory, no GPU) and count it."""
+    return traced_counts(workload)[0]
+
+
+def traced_counts(workload: Workload) -> tuple[WorkloadCounts, list[int]]:
+    """The workload's counts and, for an eager step, the live bytes after each allocation of its trace (the timeline
+    its peak is the largest of; empty for a compiled step, whose peak is the fused graph's)."""
     from engine.workloads import resolve_precision
 
     precision = resolve_precision(workload.precision)
@@ -434,25 +385,20 @@ def count_workload(workload: Workload) -> WorkloadCounts:
     for hook in hooks:
         hook.remove()
     params = list(step.model.parameters())
-    traced, peak = mode.ops, float(mode.memory.peak)
+    traced, peak, timeline = mode.ops, float(mode.memory.peak), mode.memory.timeline
     if fusion is not None:
         graph_inputs = len(params) + len(list(step.model.buffers())) + 1
         fused = fuse(fusion, alive, graph_inputs, training=workload.mode == "train")
-        traced, peak = fused.ops, fused.peak_live_bytes
+        traced, peak, timeline = fused.ops, fused.peak_live_bytes, []
     ops = traced + _optimizer_ops(workload, step.model)
     param_bytes = float(sum(p.numel() * p.element_size() for p in params))
     buffer_bytes = float(sum(b.numel() * b.element_size() for b in step.model.buffers()))
     h, w = workload.resolution
     input_bytes = float(workload.batch_size * workload.in_chans * h * w * precision.model_dtype.itemsize
                         + workload.batch_size * 8)
-    totals: dict[str, KindTotals] = defaultdict(KindTotals)
-    for kind, flops, moved in ops:
-        totals[kind].flops += flops
-        totals[kind].bytes += moved
-        totals[kind].ops += 1
-    return WorkloadCounts(kinds=dict(totals), ops=ops, param_bytes=param_bytes,
-                          param_count=sum(p.numel() for p in params), buffer_bytes=buffer_bytes,
-                          input_bytes=input_bytes, peak_live_bytes=peak)
+    counts = WorkloadCounts.of_ops(ops, param_bytes=param_bytes, param_count=sum(p.numel() for p in params),
+                                   buffer_bytes=buffer_bytes, input_bytes=input_bytes, peak_live_bytes=peak)
+    return counts, timeline
 
 
 def _optimizer_ops(workload: Workload, model: torch.nn.Module) -> list[tuple[str, float, float]]:

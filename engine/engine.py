@@ -18,6 +18,7 @@ from understudy.results import HostInfo, HostSetting, Measurement, PredictionRes
 from understudy.settings import Settings, get_settings
 from understudy.workload import Workload
 from understudy.estimator_info import default_estimator, no_gpu
+from engine.count_lookup import counts_for
 from engine.estimators import get_estimator
 from engine.estimators.base import Calibrations, Estimate, Estimator, Progress, memory_verdict
 from engine.measurement_log import MeasurementLog
@@ -170,8 +171,6 @@ class Engine:
     def _kernels(workload: Workload) -> int | None:
         """The step's kernel launches as the meta-device trace counts them (cached): what an eager step, as an FL
         client runs it, costs the CPU beside its GPU time (understudy/steps.py). None for a model it cannot count."""
-        from engine.counting import counts_for  # here, not at the top: counting imports torch
-
         try:
             return len(counts_for(workload).ops)
         except Exception:  # noqa: BLE001 - a model the trace cannot count: its GPU time stands alone

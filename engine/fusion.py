@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-# Op kinds inductor writes kernels of its own for (engine.counting.OpKind): everything memory-bound.
+# Op kinds inductor writes kernels of its own for (engine.counts.OpKind): everything memory-bound.
 FUSIBLE_KINDS = frozenset({"memory", "norm", "strided", "serial"})
 EAGER = -1  # the region of an op outside the compiled model (the loss, the optimizer)
 

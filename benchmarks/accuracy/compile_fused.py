@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compile_ratio import measured
 from understudy.catalog import TargetSpec, catalog
 from understudy.workload import Workload, workload_from_row
-from engine.counting import WorkloadCounts, counts_for
+from engine.count_lookup import counts_for
+from engine.counts import WorkloadCounts
 from engine.estimators.analytic import EFFICIENCY
 from engine.estimators.base import host_spec
 from engine.estimators.hostaware import CONSTANTS, blend_factor

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compile_ratio import measured
 from understudy.catalog import resolve_target
 from understudy.workload import Workload, workload_from_row
-from engine.counting import counts_for
+from engine.count_lookup import counts_for
 from engine.estimators.analytic import EFFICIENCY
 from engine.estimators.base import host_spec
 from engine.estimators.hostaware import CLASSES, CONSTANTS, blend_factor

@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from understudy.workload import Workload, workload_from_row
-from engine.counting import WorkloadCounts
+from engine.counts import WorkloadCounts
 from evaluation.evaluate import read_rows
 
 

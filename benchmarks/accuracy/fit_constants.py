@@ -42,7 +42,7 @@ from understudy.catalog import TargetSpec, catalog
 from understudy.results import HostSetting, Measurement
 from understudy.workload import Workload, workload_from_row
 from count_cache import load_counts
-from engine.counting import KINDS, WorkloadCounts
+from engine.counts import KINDS, WorkloadCounts
 from engine.estimators.analytic import EFFICIENCY
 from engine.estimators.base import host_spec
 from engine.estimators.hostaware import CLASSES, CONSTANTS, HostAwareConstants

@@ -24,7 +24,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import engine.counting as counting
-from engine.counting import WorkloadCounts, count_workload
+from engine.counts import WorkloadCounts
+from engine.counting import count_workload
 from engine.estimators.analytic import EFFICIENCY
 from engine.estimators.roofline import roofline_ms
 from understudy.catalog import TargetSpec, catalog

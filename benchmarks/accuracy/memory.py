@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from count_cache import read_cache
 from understudy.catalog import catalog
 from understudy.workload import Workload, workload_from_row
-from engine.counting import WorkloadCounts
+from engine.counts import WorkloadCounts
 from engine.estimators.memory import ALLOCATOR, AllocatorModel, predict_memory
 from engine.workloads import resolve_precision
 from evaluation.evaluate import read_rows

@@ -31,7 +31,8 @@ def main() -> None:
         found = cache.get(workload.digest())
         return found if found is not None else count(workload)
 
-    # counts_for (what every estimator calls) looks count_workload up in its module at each call.
+    # counts_for (engine.counts, what every estimator calls) looks count_workload up in engine.counting at each call
+    # (after the shipped count table, whose counts are the counted ones).
     counting.count_workload = cached
     sys.argv = ["understudy", "evaluate", *sys.argv[2:]]
     from cli.main import main as cli

@@ -220,7 +220,7 @@ def phases(workload_args: list[str]) -> dict[str, float]:
     from cli import main as _cli_main  # noqa: F401 - what the command imports before it predicts
     from cli.local import LocalPredictor, predict_cached
     from engine import timing
-    from engine.counting import counts_for
+    from engine.count_lookup import counts_for
     from engine.engine import Engine
     from understudy.catalog import resolve_target
     from understudy.settings import get_settings

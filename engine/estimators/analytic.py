@@ -11,7 +11,7 @@ from understudy.catalog import TargetSpec
 from understudy.estimator_info import estimator_info
 from understudy.results import HostInfo, HostSetting, Measurement
 from understudy.workload import Workload
-from engine.counting import counts_for
+from engine.count_lookup import counts_for
 from engine.estimators.base import Estimate, Estimator, out_of_memory
 from engine.estimators.roofline import Efficiency, roofline_ms
 

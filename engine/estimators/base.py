@@ -17,6 +17,8 @@ from understudy.errors import UnderstudyError
 from understudy.keys import CacheIdentity, cache_identity
 from understudy.results import HostInfo, HostSetting, Measurement, MemoryVerdict, PredictionResult
 from understudy.workload import Workload
+from engine.count_lookup import counts_for
+from engine.estimators.memory import predict_memory, verdict
 
 Progress = Callable[[str], None]
 # A target's calibration by target id: what the calibrated estimator fits; the others ignore it.
@@ -105,10 +107,6 @@ def memory_verdict(workload: Workload, target: TargetSpec) -> MemoryVerdict:
     Every estimator asks the same prediction: a host's own peak is no guide to a smaller card's, since on a host with
     far more memory cuDNN's autotuner picks algorithms with workspaces a smaller card trades for leaner ones
     (regnetz_d32 inference at batch 1024 peaked at 52 GB on the H200 and ran on 24 GB cards)."""
-    # Here, not at the top: counting imports torch, and this module is the interface every estimator imports.
-    from engine.counting import counts_for
-    from engine.estimators.memory import predict_memory, verdict
-
     return verdict(predict_memory(counts_for(workload), workload), workload, target)
 
 

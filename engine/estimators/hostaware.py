@@ -33,7 +33,8 @@ from understudy.catalog import TargetSpec
 from understudy.estimator_info import estimator_info
 from understudy.results import HostInfo, HostSetting, Measurement
 from understudy.workload import Workload
-from engine.counting import WorkloadCounts, counts_for
+from engine.count_lookup import counts_for
+from engine.counts import WorkloadCounts
 from engine.estimators.analytic import EFFICIENCY
 from engine.estimators.base import Estimate, Estimator, host_spec, scaled, unusable
 from engine.estimators.roofline import Efficiency, L2Reuse, roofline_ms

@@ -34,7 +34,7 @@ from understudy.bands import BandModel, band_model
 from understudy.catalog import TargetSpec
 from understudy.results import MemoryVerdict
 from understudy.workload import Workload
-from engine.counting import WorkloadCounts
+from engine.counts import WorkloadCounts
 
 GIB = 1024**3
 OPTIMIZER_COPIES = {"none": 0, "sgd": 1, "sgd-nesterov": 1, "adamw": 2}

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from understudy.catalog import TargetSpec
-from engine.counting import WorkloadCounts
+from engine.counts import WorkloadCounts
 
 CLASS_OF_KIND = {"tensor": "tensor", "matmul32": "simt", "depthwise": "simt", "grouped": "simt", "memory": "other",
                  "norm": "other", "layout": "other", "strided": "other", "serial": "other", "fused": "other"}

@@ -17,7 +17,7 @@ from understudy.errors import UnderstudyError, UnknownEstimator
 from understudy.results import HostInfo
 from understudy.workload import Workload
 # counts_for (count_workload, kept per workload): tests of one workload share one trace of it, across modules.
-from engine.counting import counts_for
+from engine.count_lookup import counts_for
 from engine.estimators import ESTIMATORS, get_estimator
 from engine.estimators.analytic import AnalyticEstimator
 
@@ -272,7 +272,7 @@ def test_attention_with_a_bias_or_a_boolean_mask_counts_as_one_fused_kernel() ->
 
 
 def test_counts_survive_a_json_round_trip() -> None:
-    from engine.counting import WorkloadCounts
+    from engine.counts import WorkloadCounts
 
     counts = counts_for(Workload(model="test_vit", mode="infer", batch_size=2))
     again = WorkloadCounts.from_json(counts.to_json())
@@ -466,7 +466,7 @@ def test_without_l2_reuse_every_byte_goes_to_dram() -> None:
 
 
 def test_the_rooflines_l2_reuse_serves_its_share_of_a_kernel_that_fits_in_half_the_l2() -> None:
-    from engine.counting import WorkloadCounts
+    from engine.counts import WorkloadCounts
     from engine.estimators.roofline import Efficiency, roofline_ms
 
     # One memory-bound kernel moving 10 MB: in half of a 72 MB L2 it fits, so 0.4 of it comes from L2; in half of a
@@ -480,7 +480,7 @@ def test_the_rooflines_l2_reuse_serves_its_share_of_a_kernel_that_fits_in_half_t
 
 
 def test_a_kernel_inductor_generated_reaches_its_own_share_of_dram_peak_unless_the_bytes_in_flight_bind() -> None:
-    from engine.counting import WorkloadCounts
+    from engine.counts import WorkloadCounts
     from engine.estimators.roofline import Efficiency, roofline_ms
 
     def other_ms(kind: str, eff: Efficiency) -> float:

@@ -10,7 +10,8 @@ from understudy.catalog import catalog
 from understudy.results import HostInfo
 from understudy.workload import Workload
 # counts_for (count_workload, kept per workload): tests of one workload share one trace of it, across modules.
-from engine.counting import WorkloadCounts, counts_for
+from engine.count_lookup import counts_for
+from engine.counts import WorkloadCounts
 from engine.estimators.analytic import AnalyticEstimator
 from engine.estimators.memory import GIB, AllocatorModel, predict_memory
 

@@ -10,7 +10,8 @@ import pytest
 from understudy.catalog import TargetSpec
 from understudy.workload import Workload
 # counts_for (count_workload, kept per workload): tests of one workload share one trace of it, across modules.
-from engine.counting import WorkloadCounts, counts_for
+from engine.count_lookup import counts_for
+from engine.counts import WorkloadCounts
 from engine.estimators.roofline import Efficiency, roofline_ms
 
 GPU = TargetSpec(id="g", name="g", sm_count=10, boost_clock_mhz=1000, memory_size_gb=8, memory_bandwidth_gbps=1000,
