@@ -1,0 +1,1 @@
+"""Data shipped with the engine: the count table (engine.count_table)."""
