@@ -58,12 +58,15 @@ def nvml_view(gpu_index: int, nvml: Any | None) -> HostInfo:
 
 
 def probe_host(gpu_index: int = 0, nvml: Any | None = None) -> HostInfo:
-    """Describe GPU `gpu_index` and the software stack. Without an NVIDIA GPU it says so instead of failing."""
-    software = _software()
+    """Describe GPU `gpu_index` and the software stack. Without an NVIDIA GPU it says so instead of failing, and
+    imports no torch: CUDA plays no part there, and the packages' metadata name the rest."""
     nvml = nvml or load_nvml()
     seen = nvml_view(gpu_index, nvml)
     if nvml is None or not seen.has_gpu:
+        software: dict[str, str | None] = {"torch": _version("torch"), "cuda": None, "cudnn": None,
+                                           "timm": _version("timm")}
         return seen.model_copy(update={**software, "fingerprint": "cpu-" + sha256_of(software)[:16]})
+    software = _software()
     handle = nvml.nvmlDeviceGetHandleByIndex(gpu_index)
     name, count = seen.gpu_name, seen.gpu_count
     driver = nvml.nvmlSystemGetDriverVersion()
