@@ -15,6 +15,8 @@ FROM python:3.11-slim-bookworm
 ARG TORCH_VERSION=2.14.1
 ARG TORCHVISION_VERSION=0.29.1
 ARG TORCH_CUDA=cu130
+# The timm the shipped count table was made with (engine/data/count-table.zip; scripts/install.sh says the same).
+ARG TIMM_VERSION=1.0.31
 # PyTorch's index for the chosen build (a local mirror works as well).
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/${TORCH_CUDA}
 
@@ -27,7 +29,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     UNDERSTUDY_RUN_DIR=/tmp/understudy
 
 # timm needs torchvision, whose wheels only load beside the torch build they were made for: the pair first.
-RUN pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}" "torchvision==${TORCHVISION_VERSION}"
+RUN pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}" "torchvision==${TORCHVISION_VERSION}" \
+    && pip install "timm==${TIMM_VERSION}"
 
 WORKDIR /srv/understudy
 COPY pyproject.toml README.md ./

@@ -119,12 +119,12 @@ def count_affine(workload: Workload) -> AffineCounts:
     traces = [traced_counts(workload.model_copy(update={"batch_size": batch})) for batch in BATCHES]
     affine = AffineCounts.of_traces(traces[0][0], traces[0][1], traces[1][0], traces[1][1])
     read, counted = affine.at(CHECK_BATCH), count_workload(workload.model_copy(update={"batch_size": CHECK_BATCH}))
-    if not _same(read, counted):
+    if not same_counts(read, counted):
         raise ValueError(f"the counts read at batch {CHECK_BATCH} are not the counted ones")
     return affine
 
 
-def _same(read: WorkloadCounts, counted: WorkloadCounts, tolerance: float = 1e-9) -> bool:
+def same_counts(read: WorkloadCounts, counted: WorkloadCounts, tolerance: float = 1e-9) -> bool:
     def close(a: float, b: float) -> bool:
         return abs(a - b) <= tolerance * max(abs(a), abs(b), 1.0)
 

@@ -358,7 +358,8 @@ def test_a_calibration_of_other_gpus_alone_answers_for_a_gpu_never_measured(data
 
     [prediction] = json.loads(result.stdout)["predictions"]
     details = prediction["details"]
-    assert (details["measured_elsewhere"], details["target_scale"]) == (2, 1.0)
+    # No correction of the RTX 3060's own: its factor is one (a sum of kernel-class shares, to rounding).
+    assert details["measured_elsewhere"] == 2 and details["target_scale"] == pytest.approx(1.0, rel=1e-12)
     assert prediction["latency_ms"] == pytest.approx(details["base_latency_ms"] * details["scale"])
     assert details["scale"] != 1.0
 
