@@ -13,6 +13,8 @@ Both run after predict_wall's warm-up (Python's bytecode written, CUDA libraries
 packages pip installed.
 
     source scripts/device_setup.sh && python3 -m benchmarks.cli.first_number --out $OUT
+
+Without a GPU, `--screen-only` times the command alone: its first number is then its whole (analytic) answer.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cli.predict_wall import CLI_MODULE, FIRST_TARGETS, ROOT, warm_up
+from understudy.workload import Workload
+from engine.count_table import installed_timm, shipped_table, shipped_counts
 from engine.probe import load_nvml, nvml_view
 
 SCREEN_WORKLOADS = (
@@ -38,6 +42,8 @@ SCREEN_WORKLOADS = (
     ["convnext_tiny", "--mode", "train", "--batch-size", "64"],
     ["vit_base_patch16_224", "--mode", "infer", "--batch-size", "64"],
     ["efficientnet_b0", "--mode", "infer", "--batch-size", "64"],
+    # Not in the shipped count table (it holds amp-fp16 alone): its estimate waits for torch and a trace.
+    ["resnet50", "--mode", "train", "--batch-size", "64", "--precision", "fp32"],
 )
 # Other workloads than the screen's, so that each is new to the measuring process.
 WORKER_WORKLOADS = (
@@ -82,16 +88,26 @@ def on_screen(workload: list[str], scratch: Path, timeout_s: float = 300.0) -> d
     ended = time.perf_counter() - started
     os.close(main)
     text = ANSI.sub("", seen.decode(errors="replace"))
-    return {"workload": " ".join(workload), "first_number_s": round(first_number, 3) if first_number else None,
+    return {"workload": " ".join(workload), "in_count_table": in_count_table(workload),
+            "first_number_s": round(first_number, 3) if first_number else None,
             "done_s": round(ended, 3), "exit_code": code, "estimated_shown": "estimated" in text,
             "last_lines": text.strip().splitlines()[-16:]}
+
+
+def in_count_table(arguments: list[str]) -> bool:
+    """Whether the shipped count table holds the workload of these `predict` arguments (so its estimate needs no
+    torch)."""
+    options = dict(zip(arguments[1::2], arguments[2::2], strict=True))
+    workload = Workload(model=arguments[0], mode=options.get("--mode", "train"),
+                        batch_size=int(options.get("--batch-size", "32")),
+                        precision=options.get("--precision", "amp-fp16"))
+    return shipped_counts(workload) is not None
 
 
 def worker_child() -> dict[str, Any]:
     """In a process of its own, as the worker's measuring process: warm up, then one workload after another."""
     started = time.perf_counter()
     from understudy.catalog import resolve_target
-    from understudy.workload import Workload
     from worker.tasks import engine_for, warm_up as warm_measuring_process
 
     warm_measuring_process()
@@ -114,19 +130,34 @@ def worker_child() -> dict[str, Any]:
     return report
 
 
+def worker_report() -> dict[str, Any]:
+    """The measuring process's report, from a process of its own (or what it printed when it failed)."""
+    done = subprocess.run([sys.executable, "-m", "benchmarks.cli.first_number", "--child"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=600, check=False)
+    sys.stderr.write(done.stderr[-3000:])
+    try:
+        return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    except (ValueError, IndexError):
+        return {"error": done.stderr[-2000:]}
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = [f"# How soon a number is on screen ({report['date']}, {report.get('gpu', 'GPU not recorded')}, "
              f"{report['machine']})", "",
              f"`{report['command']}`", "",
              f"import torch, timm: {report['import_torch_timm_before_s']} s before the warm-up, "
-             f"{report['import_torch_timm_after_s']} s after.", "",
+             f"{report['import_torch_timm_after_s']} s after. timm {report.get('timm')}; the shipped count table "
+             f"{'is' if report.get('count_table') else 'is not'} used.", "",
              "## `understudy predict` on a terminal, ten targets, a workload new to the machine", "",
-             "| workload | first number on screen (s) | every target measured (s) | estimate shown | exit |",
-             "|---|---|---|---|---|"]
+             "| workload | in the count table | first number on screen (s) | command ended, every target answered (s) "
+             "| estimate shown | exit |",
+             "|---|---|---|---|---|---|"]
     for row in report.get("screen", []):
-        lines.append(f"| {row['workload']} | {row['first_number_s']} | {row['done_s']} | {row['estimated_shown']} "
-                     f"| {row['exit_code']} |")
-    worker = report.get("worker") or {}
+        lines.append(f"| {row['workload']} | {row.get('in_count_table')} | {row['first_number_s']} | {row['done_s']} "
+                     f"| {row['estimated_shown']} | {row['exit_code']} |")
+    if "worker" not in report:
+        return "\n".join(lines) + "\n"
+    worker = report["worker"]
     lines += ["", "## The worker's warm measuring process, ten targets per workload", "",
               f"Warm-up (once per process): {worker.get('warm_up_s')} s.", "",
               "| order | workload | predicted in (s) | of which the measurement (s) | statuses | RTX 3090 ms |",
@@ -150,6 +181,8 @@ def gpu_name() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "cli" / "results")
+    parser.add_argument("--screen-only", action="store_true",
+                        help="time the command alone (on a machine without a GPU there is no measuring process)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -160,7 +193,8 @@ def main() -> int:
     report: dict[str, Any] = {"command": " ".join([*settings, "python3 -m benchmarks.cli.first_number",
                                                    *sys.argv[1:]]),
                               "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-                              "machine": f"{os.cpu_count()} cores, {os.uname().nodename}", "gpu": gpu_name()}
+                              "machine": f"{os.cpu_count()} cores, {os.uname().nodename}", "gpu": gpu_name(),
+                              "timm": installed_timm(), "count_table": shipped_table() is not None}
     report.update(warm_up())
 
     def save() -> None:
@@ -174,13 +208,8 @@ def main() -> int:
         print(json.dumps({k: v for k, v in report["screen"][-1].items() if k != "last_lines"}), file=sys.stderr,
               flush=True)
         save()
-    done = subprocess.run([sys.executable, "-m", "benchmarks.cli.first_number", "--child"], capture_output=True,
-                          text=True, cwd=ROOT, timeout=600, check=False)
-    sys.stderr.write(done.stderr[-3000:])
-    try:
-        report["worker"] = json.loads(done.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        report["worker"] = {"error": done.stderr[-2000:]}
+    if not args.screen_only:
+        report["worker"] = worker_report()
     save()
     sys.stdout.write(markdown(report))
     return 0

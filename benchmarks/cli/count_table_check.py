@@ -1,0 +1,90 @@
+"""Whether the shipped count table gives what a trace counts, here: a random sample of its workloads, each at a random
+batch size, read from the table and traced with this machine's torch and timm, compared kernel by kernel.
+
+    .venv/bin/python -m benchmarks.cli.count_table_check --sample 40 --out benchmarks/cli/results/count-table-check.json
+
+The table was made with one torch (its `about`); running this under another (the GPU host's) says whether that
+torch counts the same kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from understudy.workload import Workload
+from engine.count_table import AffineCounts, installed_timm, same_counts, shipped_table
+from engine.counting import count_workload
+from engine.counts import WorkloadCounts
+
+
+def largest_difference(read: WorkloadCounts, counted: WorkloadCounts) -> float:
+    """The largest relative difference of a kernel's FLOPs or bytes or the peak, kernels matched in sorted order
+    (inf when the kernels differ in number or kind)."""
+    ops_read, ops_counted = sorted(read.ops), sorted(counted.ops)
+    if len(ops_read) != len(ops_counted) or any(a[0] != b[0] for a, b in zip(ops_read, ops_counted, strict=True)):
+        return float("inf")
+    pairs = [(a[i], b[i]) for a, b in zip(ops_read, ops_counted, strict=True) for i in (1, 2)]
+    pairs.append((read.peak_live_bytes, counted.peak_live_bytes))
+    return max((abs(a - b) / max(abs(a), abs(b), 1.0) for a, b in pairs), default=0.0)
+
+
+def total_differences(read: WorkloadCounts, counted: WorkloadCounts) -> dict[str, float]:
+    """The relative difference of the step's total FLOPs and total bytes, and of its peak: how much the kernels that
+    differ move what the estimate prices."""
+    def relative(a: float, b: float) -> float:
+        return round(abs(a - b) / max(abs(a), abs(b), 1.0), 6)
+
+    return {"flops": relative(sum(op[1] for op in read.ops), sum(op[1] for op in counted.ops)),
+            "bytes": relative(sum(op[2] for op in read.ops), sum(op[2] for op in counted.ops)),
+            "peak": relative(read.peak_live_bytes, counted.peak_live_bytes)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sample", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    table = shipped_table()
+    if table is None:
+        print(f"the shipped table is not for this timm ({installed_timm()})", file=sys.stderr)
+        return 1
+    rng = random.Random(args.seed)
+    names = sorted(name for name in table.names if name != "table.json")
+    rows: list[dict[str, Any]] = []
+    for name in rng.sample(names, min(args.sample, len(names))):
+        entry = json.loads(table.archive.read(name))
+        workload = Workload.model_validate({**entry["workload"], "batch_size": rng.randint(2, 512)})
+        read = AffineCounts.from_json(entry["counts"]).at(workload.batch_size)
+        started = time.perf_counter()
+        try:
+            counted = count_workload(workload)
+        except Exception as exc:  # noqa: BLE001 - a model this timm cannot build is that row's result
+            rows.append({"workload": workload.label, "error": f"{type(exc).__name__}: {exc}"[:200]})
+            continue
+        rows.append({"workload": workload.label, "same": same_counts(read, counted),
+                     "largest_difference": largest_difference(read, counted),
+                     "total_difference": total_differences(read, counted), "kernels": len(counted.ops),
+                     "kernels_read": len(read.ops),
+                     "trace_s": round(time.perf_counter() - started, 2)})
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    report = {"table": table.about, "here": {"torch": metadata.version("torch"), "timm": installed_timm()},
+              "sample": len(rows), "same": sum(1 for row in rows if row.get("same")),
+              "errors": sum(1 for row in rows if "error" in row), "rows": rows}
+    text = json.dumps(report, indent=2) + "\n"
+    if args.out:
+        args.out.write_text(text)
+    print(f"{report['same']} of {report['sample']} the same (table: torch {table.about.get('torch')}, "
+          f"here: torch {report['here']['torch']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Three GPU-host calls (nvidia-h200, .whl carried), each under 600 s: `bash benchmarks/cli/h200_first_number.sh screen`
+# times the first number on screen and the warm measuring process (first_number.py) with the shipped count table,
+# and checks a sample of the table against this host's torch; `... cudnn` times the warm measuring process in four
+# fresh processes, each with an empty driver compute cache of its own, alternately under cuDNN's legacy (v7)
+# convolution API and under its default one (v8).
+set -u
+source scripts/device_setup.sh
+export PYTHONUNBUFFERED=1
+python3 -c "import torch, timm; print('torch', torch.__version__, 'timm', timm.__version__)"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit,memory.used --format=csv
+case "${1:-}" in
+  screen)
+    timeout 420 python3 -m benchmarks.cli.first_number --out "$OUT" > "$OUT/first-number.txt" 2>&1
+    echo "first_number rc=$?"; tail -n 30 "$OUT/first-number.txt"
+    timeout 100 python3 -m benchmarks.cli.count_table_check --sample 40 --out "$OUT/count-table-check.json" \
+      2> "$OUT/count-table-check.txt"
+    echo "count_table_check rc=$?" ;;
+  cudnn)
+    for run in v7-1 v8-1 v7-2 v8-2; do
+      api=${run%-*} cache=$(mktemp -d)
+      if [ "$api" = v7 ]; then export TORCH_CUDNN_V8_API_DISABLED=1; else unset TORCH_CUDNN_V8_API_DISABLED; fi
+      CUDA_CACHE_PATH=$cache timeout 130 python3 -m benchmarks.cli.first_number --child \
+        > "$OUT/worker-$run.json" 2> "$OUT/worker-$run.txt"
+      echo "worker $run rc=$?"; grep '^{' "$OUT/worker-$run.txt"; tail -n 1 "$OUT/worker-$run.json" | cut -c1-120
+    done
+    ;;
+  nosearch)
+    for run in nosearch-1 nosearch-2; do
+      CUDA_CACHE_PATH=$(mktemp -d) UNDERSTUDY_CUDNN_BENCHMARK=0 timeout 130 python3 -m benchmarks.cli.first_number \
+        --child > "$OUT/worker-$run.json" 2> "$OUT/worker-$run.txt"
+      echo "worker $run rc=$?"; grep '^{' "$OUT/worker-$run.txt"
+    done ;;
+  *) echo "usage: $0 screen|cudnn|nosearch" >&2; exit 2 ;;
+esac
