@@ -9,7 +9,7 @@ of the trace's live bytes over time, each of them affine in the batch; the table
 are the largest at some batch size from 2 to 4096.
 
 Counts depend on timm's model code, so the table is used only under the timm version it was made with (read from
-the installed package's metadata, not imported). scripts/make_count_table.py makes it.
+the installed package's metadata, not imported). scripts/build_count_table.py makes it.
 """
 
 from __future__ import annotations
@@ -33,11 +33,16 @@ TABLE_FILE = "count-table.zip"
 ABOUT = "table.json"  # the member saying which timm and torch made the table
 
 
-def family_key(workload: Workload) -> str:
-    """What the table files a workload under: the workload with its batch size left out."""
+def _family(workload: Workload) -> dict[str, Any]:
+    """The workload with its batch size left out."""
     canonical = workload.canonical()
     del canonical["batch_size"]
-    return sha256_of(canonical)
+    return canonical
+
+
+def family_key(workload: Workload) -> str:
+    """What the table files a workload under: the digest of its family."""
+    return sha256_of(_family(workload))
 
 
 def _between(first: float, second: float, batch: int) -> float:
@@ -125,6 +130,8 @@ def count_affine(workload: Workload) -> AffineCounts:
 
 
 def same_counts(read: WorkloadCounts, counted: WorkloadCounts, tolerance: float = 1e-9) -> bool:
+    """Whether two counts launch the same kernels (in any order) with the same FLOPs and bytes, and have the same
+    weights, input and peak, to a relative tolerance."""
     def close(a: float, b: float) -> bool:
         return abs(a - b) <= tolerance * max(abs(a), abs(b), 1.0)
 
@@ -157,10 +164,8 @@ def write_table(path: Path, entries: list[tuple[Workload, AffineCounts]], about:
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_LZMA) as archive:
         archive.writestr(ABOUT, json.dumps(about, sort_keys=True))
         for workload, counts in sorted(entries, key=lambda entry: (entry[0].model, entry[0].mode, entry[0].resolution)):
-            family = workload.canonical()
-            del family["batch_size"]
-            archive.writestr(f"{family_key(workload)}.json",
-                             json.dumps({"workload": family, "counts": counts.to_json()}, separators=(",", ":")))
+            archive.writestr(f"{family_key(workload)}.json", json.dumps(
+                {"workload": _family(workload), "counts": counts.to_json()}, separators=(",", ":")))
 
 
 def installed_timm() -> str | None:

@@ -61,7 +61,8 @@ def _family(row: dict[str, object]) -> Family:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "engine" / "data" / TABLE_FILE)
-    parser.add_argument("--progress", type=Path, default=Path("/tmp/count-table.jsonl"))
+    # Named for the timm that counts, so that a run under another never resumes from this one's counts.
+    parser.add_argument("--progress", type=Path, default=Path(f"/tmp/count-table-timm-{installed_timm()}.jsonl"))
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--models", nargs="*", help="these models only (default: every model Understudy knows)")
     args = parser.parse_args()
