@@ -19,9 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from understudy.workload import Workload
-from engine.count_table import AffineCounts, installed_timm, same_counts, shipped_table
+from engine.count_table import ABOUT, AffineCounts, installed_timm, same_counts, shipped_table
 from engine.counting import count_workload
 from engine.counts import WorkloadCounts
+
+
+def relative(a: float, b: float) -> float:
+    """|a - b| over the larger of the two (or one, so that two near-zero counts are not called apart)."""
+    return abs(a - b) / max(abs(a), abs(b), 1.0)
 
 
 def largest_difference(read: WorkloadCounts, counted: WorkloadCounts) -> float:
@@ -32,18 +37,16 @@ def largest_difference(read: WorkloadCounts, counted: WorkloadCounts) -> float:
         return float("inf")
     pairs = [(a[i], b[i]) for a, b in zip(ops_read, ops_counted, strict=True) for i in (1, 2)]
     pairs.append((read.peak_live_bytes, counted.peak_live_bytes))
-    return max((abs(a - b) / max(abs(a), abs(b), 1.0) for a, b in pairs), default=0.0)
+    return max((relative(a, b) for a, b in pairs), default=0.0)
 
 
 def total_differences(read: WorkloadCounts, counted: WorkloadCounts) -> dict[str, float]:
     """The relative difference of the step's total FLOPs and total bytes, and of its peak: how much the kernels that
     differ move what the estimate prices."""
-    def relative(a: float, b: float) -> float:
-        return round(abs(a - b) / max(abs(a), abs(b), 1.0), 6)
-
-    return {"flops": relative(sum(op[1] for op in read.ops), sum(op[1] for op in counted.ops)),
-            "bytes": relative(sum(op[2] for op in read.ops), sum(op[2] for op in counted.ops)),
-            "peak": relative(read.peak_live_bytes, counted.peak_live_bytes)}
+    pairs = {"flops": (sum(op[1] for op in read.ops), sum(op[1] for op in counted.ops)),
+             "bytes": (sum(op[2] for op in read.ops), sum(op[2] for op in counted.ops)),
+             "peak": (read.peak_live_bytes, counted.peak_live_bytes)}
+    return {name: round(relative(a, b), 6) for name, (a, b) in pairs.items()}
 
 
 def main() -> int:
@@ -57,7 +60,7 @@ def main() -> int:
         print(f"the shipped table is not for this timm ({installed_timm()})", file=sys.stderr)
         return 1
     rng = random.Random(args.seed)
-    names = sorted(name for name in table.names if name != "table.json")
+    names = sorted(name for name in table.names if name != ABOUT)
     rows: list[dict[str, Any]] = []
     for name in rng.sample(names, min(args.sample, len(names))):
         entry = json.loads(table.archive.read(name))

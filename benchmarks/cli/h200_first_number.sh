@@ -3,7 +3,8 @@
 # times the first number on screen and the warm measuring process (first_number.py) with the shipped count table,
 # and checks a sample of the table against this host's torch; `... cudnn` times the warm measuring process in four
 # fresh processes, each with an empty driver compute cache of its own, alternately under cuDNN's legacy (v7)
-# convolution API and under its default one (v8).
+# convolution API and under its default one (v8); `... nosearch` times it in two more such processes under the
+# default API without cuDNN's algorithm search (UNDERSTUDY_CUDNN_BENCHMARK=0).
 set -u
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1
