@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Three GPU-host calls (nvidia-h200, .whl carried), each under 600 s: `bash benchmarks/cli/h200_first_number.sh screen`
+# GPU-host calls (nvidia-h200, .whl carried), each under 600 s: `bash benchmarks/cli/h200_first_number.sh screen`
 # times the first number on screen and the warm measuring process (first_number.py) with the shipped count table,
 # and checks a sample of the table against this host's torch; `... cudnn` times the warm measuring process in four
 # fresh processes, each with an empty driver compute cache of its own, alternately under cuDNN's legacy (v7)
 # convolution API and under its default one (v8); `... nosearch` times it in two more such processes under the
-# default API without cuDNN's algorithm search (UNDERSTUDY_CUDNN_BENCHMARK=0).
+# default API without cuDNN's algorithm search (UNDERSTUDY_CUDNN_BENCHMARK=0); `... prewarm` and `... prewarm-nosearch`
+# time a training workload's first measurement with and without its convolutions set up on other threads first
+# (cudnn_prewarm.py), with the search and without it.
 set -u
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1
@@ -32,5 +34,15 @@ case "${1:-}" in
         --child > "$OUT/worker-$run.json" 2> "$OUT/worker-$run.txt"
       echo "worker $run rc=$?"; grep '^{' "$OUT/worker-$run.txt"
     done ;;
-  *) echo "usage: $0 screen|cudnn|nosearch" >&2; exit 2 ;;
+  prewarm|prewarm-nosearch)
+    # One training workload per fresh process (cudnn_prewarm.py), model:threads: as the engine measures it (0
+    # threads), and after running its convolutions on 8 threads (or 1) first.
+    runs="mobilenetv3_large_100:0 mobilenetv3_large_100:8 regnety_016:0 regnety_016:8" search=--no-search
+    [ "$1" = prewarm ] && runs="$runs mobilenetv3_large_100:1" search=
+    for run in $runs; do
+      CUDA_CACHE_PATH=$(mktemp -d) timeout 120 python3 -m benchmarks.cli.cudnn_prewarm "${run%:*}" train 64 \
+        --threads "${run#*:}" $search >> "$OUT/$1.jsonl" 2>> "$OUT/$1.txt"
+      echo "$1 $run rc=$?"; tail -n 1 "$OUT/$1.jsonl"
+    done ;;
+  *) echo "usage: $0 screen|cudnn|nosearch|prewarm|prewarm-nosearch" >&2; exit 2 ;;
 esac
