@@ -15,8 +15,8 @@ It prints one JSON line: the seconds of each part, how many convolutions were li
     source scripts/device_setup.sh
     CUDA_CACHE_PATH=$(mktemp -d) python3 -m benchmarks.cli.cudnn_prewarm mobilenetv3_large_100 train 64 --threads 8
 
-Results: results/prewarm-h100.jsonl; what they say: README.md, "A number at once, measured answers after; a warm
-measuring process".
+Results: results/prewarm-h100.jsonl (with the search), results/prewarm-nosearch-h200.jsonl (without); what they say:
+README.md, "A number at once, measured answers after; a warm measuring process".
 """
 
 from __future__ import annotations
