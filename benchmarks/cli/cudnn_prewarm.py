@@ -68,9 +68,10 @@ def _spec(value: Any) -> Any:
     return value
 
 
-def _as_meta(value: Any) -> Any:
+def _blank(value: Any, device: torch.device | str) -> Any:
+    """A tensor of `value`'s layout on `device`, its contents undefined; anything else as it is."""
     if isinstance(value, torch.Tensor):
-        return torch.empty_strided(value.size(), value.stride(), dtype=value.dtype, device="meta")
+        return torch.empty_strided(value.size(), value.stride(), dtype=value.dtype, device=device)
     return value
 
 
@@ -86,9 +87,8 @@ class _Recorder(TorchDispatchMode):
             return func(*args, **(kwargs or {}))
         self.calls.setdefault(ConvolutionCall(func, tuple(_spec(a) for a in args)), None)
         device = next(a.device for a in args if isinstance(a, torch.Tensor))
-        shapes = func(*tree_map(_as_meta, args))
-        return tree_map(lambda t: torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device).zero_()
-                        if isinstance(t, torch.Tensor) else t, shapes)
+        shapes = func(*tree_map(lambda a: _blank(a, "meta"), args))
+        return tree_map(lambda t: _blank(t, device).zero_() if isinstance(t, torch.Tensor) else t, shapes)
 
 
 def convolution_calls(run: Callable[[], Any]) -> list[ConvolutionCall]:
