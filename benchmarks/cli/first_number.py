@@ -104,7 +104,7 @@ def in_count_table(arguments: list[str]) -> bool:
     return shipped_counts(workload) is not None
 
 
-def worker_child() -> dict[str, Any]:
+def worker_child(workloads: list[dict[str, Any]]) -> dict[str, Any]:
     """In a process of its own, as the worker's measuring process: warm up, then one workload after another."""
     started = time.perf_counter()
     from understudy.catalog import resolve_target
@@ -114,7 +114,7 @@ def worker_child() -> dict[str, Any]:
     report: dict[str, Any] = {"warm_up_s": round(time.perf_counter() - started, 3), "workloads": []}
     targets = [resolve_target(name) for name in FIRST_TARGETS]
     engine = engine_for(0)
-    for spec in WORKER_WORKLOADS:
+    for spec in workloads:
         workload = Workload.model_validate(spec)
         began = time.perf_counter()
         results = engine.predict(workload, targets, "hostaware")
@@ -124,6 +124,9 @@ def worker_child() -> dict[str, Any]:
                                     # the measurement's own wall time (build, warm-up, timed windows, profile)
                                     "measurement_s": max((r.details.get("measurement", {}).get("wall_s") or 0.0
                                                           for r in results), default=None),
+                                    # the host's own step: what the measurement's timed part scales with
+                                    "host_step_ms": max((r.details.get("measurement", {}).get("median_ms") or 0.0
+                                                         for r in results), default=None),
                                     "rtx3090_ms": next((round(r.latency_ms, 2) for r in results
                                                         if r.target_id == "rtx-3090" and r.latency_ms), None)})
         print(json.dumps(report["workloads"][-1]), file=sys.stderr, flush=True)
@@ -184,9 +187,12 @@ def main() -> int:
     parser.add_argument("--screen-only", action="store_true",
                         help="time the command alone (on a machine without a GPU there is no measuring process)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--workloads", type=Path,
+                        help="with --child: the workloads to measure, a JSON list (default: the five above)")
     args = parser.parse_args()
     if args.child:
-        sys.stdout.write("\n" + json.dumps(worker_child()) + "\n")
+        workloads = json.loads(args.workloads.read_text()) if args.workloads else list(WORKER_WORKLOADS)
+        sys.stdout.write("\n" + json.dumps(worker_child(workloads)) + "\n")
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     settings = [f"{name}={value}" for name, value in sorted(os.environ.items()) if name.startswith("UNDERSTUDY_")]

@@ -6,7 +6,8 @@
 # convolution API and under its default one (v8); `... nosearch` times it in two more such processes under the
 # default API without cuDNN's algorithm search (UNDERSTUDY_CUDNN_BENCHMARK=0); `... prewarm` and `... prewarm-nosearch`
 # time a training workload's first measurement with and without its convolutions set up on other threads first
-# (cudnn_prewarm.py), with the search and without it.
+# (cudnn_prewarm.py), with the search and without it; `... new` times the warm measuring process on twenty workloads
+# drawn from timm's benchmark files (new_workloads.py), with the search and then without it.
 set -u
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1
@@ -44,5 +45,13 @@ case "${1:-}" in
         --threads "${run#*:}" $search >> "$OUT/$1.jsonl" 2>> "$OUT/$1.txt"
       echo "$1 $run rc=$?"; tail -n 1 "$OUT/$1.jsonl"
     done ;;
-  *) echo "usage: $0 screen|cudnn|nosearch|prewarm|prewarm-nosearch" >&2; exit 2 ;;
+  new)
+    for run in search:1:330 nosearch:0:200; do
+      IFS=: read -r name search limit <<< "$run"
+      CUDA_CACHE_PATH=$(mktemp -d) UNDERSTUDY_CUDNN_BENCHMARK=$search timeout "$limit" python3 -m \
+        benchmarks.cli.first_number --child --workloads benchmarks/cli/results/new-workloads.json \
+        > "$OUT/new-$name.json" 2> "$OUT/new-$name.txt"
+      echo "new $name rc=$?"; grep '^{' "$OUT/new-$name.txt" | cut -c1-200
+    done ;;
+  *) echo "usage: $0 screen|cudnn|nosearch|prewarm|prewarm-nosearch|new" >&2; exit 2 ;;
 esac
