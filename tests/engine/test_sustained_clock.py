@@ -5,23 +5,16 @@ reference holds a lower clock still; and every rate the estimators use follows t
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from understudy.catalog import InlineTarget, TargetSpec, catalog
 from understudy.errors import UnknownTarget
+from tests.scripts import load_script
 
-BUILD = Path(__file__).resolve().parents[2] / "scripts" / "build_catalog.py"
 
 
 def build_catalog():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("build_catalog", BUILD)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/build_catalog.py")
 
 
 def product(name: str, chip: str, tdp: float, sms: int, boost: float, memory: str = "", bandwidth: float = 500,

@@ -4,7 +4,6 @@ One fresh process is replaced by a recorder; nothing here needs a GPU."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -13,16 +12,12 @@ from typing import Any
 
 import pytest
 
-RUN_PY = Path(__file__).resolve().parents[2] / "benchmarks" / "sweep" / "run.py"
+from tests.scripts import load_script
 
 
 @pytest.fixture
 def sweep() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sweep_run", RUN_PY)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/sweep/run.py")
 
 
 def first_run(path: Path) -> Path:

@@ -4,24 +4,20 @@ file: distinct models Understudy knows, in the file's mode, at batch 64; the sam
 from __future__ import annotations
 
 import csv
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "cli" / "new_workloads.py"
+from tests.scripts import load_script
+
 COLUMNS = ["target", "model", "mode", "precision", "batch_size", "resolution", "memory_format", "optimizer",
            "latency_ms", "software", "source"]
 
 
 @pytest.fixture
 def new_workloads() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("new_workloads", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/cli/new_workloads.py")
 
 
 def timm_file(path: Path) -> Path:

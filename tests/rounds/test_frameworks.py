@@ -25,6 +25,7 @@ import pytest
 
 from understudy.rounds import DeviceStep, RoundConfig, RoundModel
 from understudy.traces import Trace, render, sample_trace
+from tests.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 FLEET = [DeviceStep("rtx-3090", 50.0, 120, "consumer", kernels=300),
@@ -173,10 +174,7 @@ def test_flgos_server_and_clock_take_the_traces_round_times(tmp_path, monkeypatc
     # 9 of 12 clients take part in a round, which closes at its 6th finisher.
     trace = sample_trace(round_model(overcommit=1.5), clients=12, rounds=3, seed=13, k=6)
     path = write(trace, "flgo", tmp_path / "trace.flgo.json")
-    spec = importlib.util.spec_from_file_location("flgo_trace_simulator", REPO / "examples" / "flgo_trace_simulator.py")
-    assert spec is not None and spec.loader is not None
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = load_script("examples/flgo_trace_simulator.py")
 
     round_ms: list[int] = []
 
