@@ -46,7 +46,7 @@ case "${1:-}" in
       echo "$1 $run rc=$?"; tail -n 1 "$OUT/$1.jsonl"
     done ;;
   new)
-    for run in search:1:330 nosearch:0:200; do
+    for run in search:1:280 nosearch:0:150; do
       IFS=: read -r name search limit <<< "$run"
       CUDA_CACHE_PATH=$(mktemp -d) UNDERSTUDY_CUDNN_BENCHMARK=$search timeout "$limit" python3 -m \
         benchmarks.cli.first_number --child --workloads benchmarks/cli/results/new-workloads.json \
