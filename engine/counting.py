@@ -277,7 +277,10 @@ class _Autocast(TorchFunctionMode):
     def __init__(self, dtype: torch.dtype) -> None:
         super().__init__()
         self.dtype = dtype
-        self.cache: dict[int, torch.Tensor] = {}
+        # (source, its cast) by the source's id. The source is held, as CUDA's autocast holds a weak reference that
+        # keeps its address: under no_grad a weight's view is such a leaf too, freed after its op, and Python would
+        # give its id, and so its cast of another shape, to the next tensor made in the region.
+        self.cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def __exit__(self, *exc: object) -> None:
         self.cache.clear()
@@ -301,8 +304,8 @@ class _Autocast(TorchFunctionMode):
         if not (tensor.is_leaf and tensor.requires_grad and dtype == self.dtype):
             return tensor.to(dtype)
         if id(tensor) not in self.cache:
-            self.cache[id(tensor)] = tensor.to(dtype)
-        return self.cache[id(tensor)]
+            self.cache[id(tensor)] = (tensor, tensor.to(dtype))
+        return self.cache[id(tensor)][1]
 
 
 class _FusedAttention(TorchFunctionMode):
