@@ -7,7 +7,8 @@
 # default API without cuDNN's algorithm search (UNDERSTUDY_CUDNN_BENCHMARK=0); `... prewarm` and `... prewarm-nosearch`
 # time a training workload's first measurement with and without its convolutions set up on other threads first
 # (cudnn_prewarm.py), with the search and without it; `... new` times the warm measuring process on twenty workloads
-# drawn from timm's benchmark files (new_workloads.py), with the search and then without it.
+# drawn from timm's benchmark files (new_workloads.py), with the search and then without it (`new search`, `new
+# nosearch`: one of them).
 set -u
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1
@@ -46,8 +47,9 @@ case "${1:-}" in
       echo "$1 $run rc=$?"; tail -n 1 "$OUT/$1.jsonl"
     done ;;
   new)
-    for run in search:1:280 nosearch:0:150; do
-      IFS=: read -r name search limit <<< "$run"
+    runs="${*:2}"
+    for name in ${runs:-search nosearch}; do
+      if [ "$name" = search ]; then search=1 limit=300; else search=0 limit=150; fi
       CUDA_CACHE_PATH=$(mktemp -d) UNDERSTUDY_CUDNN_BENCHMARK=$search timeout "$limit" python3 -m \
         benchmarks.cli.first_number --child --workloads benchmarks/cli/results/new-workloads.json \
         > "$OUT/new-$name.json" 2> "$OUT/new-$name.txt"
