@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def load_script(relative: str) -> ModuleType:
-    """The module of the script at `relative` (to the repository's root), executed once."""
+    """The module of the script at `relative` (to the repository's root), executed afresh on each call."""
     path = REPO / relative
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
