@@ -5,10 +5,10 @@ published benchmark runs cover, so that "a workload new to the process" is a sam
         ../shared/groundtruth/timm-infer-amp-nchw-rtx4090-pt291.csv --per-file 10 \\
         --out benchmarks/cli/results/new-workloads.json
 
-From each file, `--per-file` distinct models (seeded, each at one of its rows' resolutions), in the file's mode, at
-batch 64 in AMP (fp16), NCHW: the default workload at the batch the other timings here use. A model Understudy does not
-know (timm renamed a few since the 2022 file) is left out before the draw. The list is written as JSON, the form
-`first_number.py --child --workloads` reads.
+From each file, `--per-file` distinct models (seeded, each at the smallest resolution its rows give it), in the
+file's mode, at batch 64 in AMP (fp16), NCHW: the default workload at the batch the other timings here use. A model
+Understudy does not know (timm renamed a few since the 2022 file) is left out before the draw. The list is written as
+JSON, the form `first_number.py --child --workloads` reads.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ BATCH = 64
 
 
 def draw(path: Path, per_file: int, seed: int) -> list[dict[str, object]]:
-    """`per_file` distinct known models of one file, each with one of its rows' mode and resolution."""
+    """`per_file` distinct known models of one file, each in the file's mode at its smallest resolution there."""
     skipped: list[str] = []
     by_model: dict[str, list[dict[str, str]]] = defaultdict(list)
     for row in read_rows([path], skipped=skipped):
@@ -42,7 +42,7 @@ def draw(path: Path, per_file: int, seed: int) -> list[dict[str, object]]:
     chosen = random.Random(seed).sample(sorted(by_model), min(per_file, len(by_model)))
     out = []
     for model in chosen:
-        row = sorted(by_model[model], key=lambda r: int(r["resolution"]))[0]
+        row = min(by_model[model], key=lambda r: int(r["resolution"]))
         workload = Workload(model=model, mode=row["mode"], batch_size=BATCH,
                             resolution=int(row["resolution"]))
         out.append(workload.model_dump(include={"model", "mode", "batch_size", "resolution"}))

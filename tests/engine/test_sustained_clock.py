@@ -12,7 +12,6 @@ from understudy.errors import UnknownTarget
 from tests.scripts import load_script
 
 
-
 def build_catalog():  # type: ignore[no-untyped-def]
     return load_script("scripts/build_catalog.py")
 

@@ -27,7 +27,6 @@ from understudy.rounds import DeviceStep, RoundConfig, RoundModel
 from understudy.traces import Trace, render, sample_trace
 from tests.scripts import load_script
 
-REPO = Path(__file__).resolve().parents[2]
 FLEET = [DeviceStep("rtx-3090", 50.0, 120, "consumer", kernels=300),
          DeviceStep("t4", 120.0, 300, "datacenter", kernels=300),
          DeviceStep("inline-0123456789ab", 400.0, 80, "edge")]
