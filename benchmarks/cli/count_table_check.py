@@ -2,9 +2,12 @@
 batch size, read from the table and traced with this machine's torch and timm, compared kernel by kernel.
 
     .venv/bin/python -m benchmarks.cli.count_table_check --sample 40 --out benchmarks/cli/results/count-table-check.json
+    .venv/bin/python -m benchmarks.cli.count_table_check --precision amp-bf16 --sample 60 \
+        --out benchmarks/cli/results/count-table-check-bf16.json
 
 The table was made with one torch (its `about`); running this under another (the GPU host's) says whether that
-torch counts the same kernels.
+torch counts the same kernels. With `--precision amp-bf16` the sampled workloads are the table's in amp-bf16: those it
+answers from their amp-fp16 twin are traced in amp-bf16 and compared; those it does not answer are counted apart.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from understudy.workload import Workload
-from engine.count_table import ABOUT, AffineCounts, installed_timm, same_counts, shipped_table
+from engine.count_table import ABOUT, installed_timm, same_counts, shipped_table
 from engine.counting import count_workload
 from engine.counts import WorkloadCounts
 
@@ -53,6 +56,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sample", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--precision", default="amp-fp16", help="the precision the sampled workloads are read in")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     table = shipped_table()
@@ -64,8 +68,13 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     for name in rng.sample(names, min(args.sample, len(names))):
         entry = json.loads(table.archive.read(name))
-        workload = Workload.model_validate({**entry["workload"], "batch_size": rng.randint(2, 512)})
-        read = AffineCounts.from_json(entry["counts"]).at(workload.batch_size)
+        workload = Workload.model_validate({**entry["workload"], "batch_size": rng.randint(2, 512),
+                                            "precision": args.precision})
+        affine = table.get(workload)
+        if affine is None:
+            rows.append({"workload": workload.label, "in_table": False})
+            continue
+        read = affine.at(workload.batch_size)
         started = time.perf_counter()
         try:
             counted = count_workload(workload)
@@ -79,12 +88,15 @@ def main() -> int:
                      "trace_s": round(time.perf_counter() - started, 2)})
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     report = {"table": table.about, "here": {"torch": metadata.version("torch"), "timm": installed_timm()},
-              "sample": len(rows), "same": sum(1 for row in rows if row.get("same")),
+              "precision": args.precision, "sample": len(rows),
+              "not_in_table": sum(1 for row in rows if row.get("in_table") is False),
+              "same": sum(1 for row in rows if row.get("same")),
               "errors": sum(1 for row in rows if "error" in row), "rows": rows}
     text = json.dumps(report, indent=2) + "\n"
     if args.out:
         args.out.write_text(text)
-    print(f"{report['same']} of {report['sample']} the same (table: torch {table.about.get('torch')}, "
+    print(f"{report['same']} of {report['sample'] - report['not_in_table']} read from the table the same, "
+          f"{report['not_in_table']} not in it (table: torch {table.about.get('torch')}, "
           f"here: torch {report['here']['torch']})")
     return 0
 

@@ -77,6 +77,29 @@ def test_a_written_table_serves_its_families(tmp_path: Path) -> None:
     assert table.get(Workload(model="resnet18", mode="infer")) is None
 
 
+def test_an_amp_bf16_step_without_thin_grouped_convolutions_is_read_from_its_amp_fp16_twin(tmp_path: Path) -> None:
+    path = tmp_path / "table.zip"
+    write_table(path, [(Workload(model="resnet18", batch_size=4), AFFINE)], {"timm": "9.9"})
+    assert CountTable(path).get(Workload(model="resnet18", precision="amp-bf16")) == AFFINE
+
+
+@pytest.mark.parametrize("kind", ["depthwise", "grouped"])
+def test_an_amp_bf16_step_with_thin_grouped_convolutions_is_not_read_from_its_twin(tmp_path: Path, kind: str) -> None:
+    """PyTorch runs those on cuDNN in fp16 and on its own kernels in bf16: the twin's kernels are not the step's."""
+    with_grouped = AffineCounts.of_traces(
+        WorkloadCounts.of_ops([*FIRST.ops, (kind, 10.0, 20.0)]), [100, 50],
+        WorkloadCounts.of_ops([*SECOND.ops, (kind, 80.0, 160.0)]), [300, 900])
+    path = tmp_path / "table.zip"
+    write_table(path, [(Workload(model="mobilenetv2_100", batch_size=4), with_grouped)], {"timm": "9.9"})
+    assert CountTable(path).get(Workload(model="mobilenetv2_100", precision="amp-bf16")) is None
+
+
+def test_only_amp_bf16_is_read_from_a_twin(tmp_path: Path) -> None:
+    path = tmp_path / "table.zip"
+    write_table(path, [(Workload(model="resnet18", batch_size=4), AFFINE)], {"timm": "9.9"})
+    assert CountTable(path).get(Workload(model="resnet18", precision="fp16")) is None
+
+
 def test_the_shipped_table_was_made_with_the_installed_timm() -> None:
     """A new timm may build its models differently: the table must then be made again
     (scripts/build_count_table.py), or it goes unused."""
@@ -97,8 +120,9 @@ def test_a_table_under_another_timm_is_not_used(monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.parametrize("workload", [Workload(model="resnet18", batch_size=1),
                                       Workload(model="resnet18", batch_size=64, compile=True),
-                                      Workload(model="resnet18", batch_size=64, precision="fp32")],
-                         ids=["batch of one", "compiled", "fp32"])
+                                      Workload(model="resnet18", batch_size=64, precision="fp32"),
+                                      Workload(model="mobilenetv3_small_050", batch_size=64, precision="amp-bf16")],
+                         ids=["batch of one", "compiled", "fp32", "amp-bf16 with depthwise convolutions"])
 def test_workloads_outside_the_table_are_counted(workload: Workload) -> None:
     assert shipped_counts(workload) is None
 
@@ -106,8 +130,12 @@ def test_workloads_outside_the_table_are_counted(workload: Workload) -> None:
 @pytest.mark.parametrize("workload", [Workload(model="resnet18", batch_size=48),
                                       Workload(model="mobilenetv3_small_050", mode="infer", batch_size=48),
                                       # at its own input size, the only one it takes
-                                      Workload(model="test_vit", batch_size=48, resolution=160)],
-                         ids=["resnet18 train", "mobilenetv3_small_050 infer", "test_vit train 160px"])
+                                      Workload(model="test_vit", batch_size=48, resolution=160),
+                                      Workload(model="resnet18", batch_size=48, precision="amp-bf16"),
+                                      Workload(model="vit_small_patch16_224", mode="infer", batch_size=24,
+                                               precision="amp-bf16")],
+                         ids=["resnet18 train", "mobilenetv3_small_050 infer", "test_vit train 160px",
+                              "resnet18 train amp-bf16", "vit_small infer amp-bf16"])
 def test_shipped_counts_are_the_counted_ones(workload: Workload) -> None:
     shipped, counted = shipped_counts(workload), count_workload(workload)
     assert shipped is not None
