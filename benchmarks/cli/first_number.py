@@ -42,6 +42,8 @@ SCREEN_WORKLOADS = (
     ["convnext_tiny", "--mode", "train", "--batch-size", "64"],
     ["vit_base_patch16_224", "--mode", "infer", "--batch-size", "64"],
     ["efficientnet_b0", "--mode", "infer", "--batch-size", "64"],
+    # Read from its amp-fp16 entry (engine.count_table's bf16 twin).
+    ["resnet50", "--mode", "train", "--batch-size", "64", "--precision", "amp-bf16"],
     # Not in the shipped count table (it holds amp-fp16 alone): its estimate waits for torch and a trace.
     ["resnet50", "--mode", "train", "--batch-size", "64", "--precision", "fp32"],
 )
