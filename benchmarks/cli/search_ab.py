@@ -70,7 +70,8 @@ def predictions(off: dict[tuple[str, str], dict[str, str]],
                "shift_min": min(shift), "shift_max": max(shift)}
         summary[label] = row
         print(f"| {label} | {len(keys)} | {row['mape_off']:.1f} % | {row['mape_on']:.1f} % | {row['bias_off']:+.1f} % "
-              f"| {row['bias_on']:+.1f} % | {row['shift_median']:.3f} ({row['shift_min']:.3f}-{row['shift_max']:.3f}) |")
+              f"| {row['bias_on']:+.1f} % | {row['shift_median']:.3f} "
+              f"({row['shift_min']:.3f}-{row['shift_max']:.3f}) |")
     return summary
 
 
