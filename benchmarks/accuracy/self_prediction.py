@@ -78,6 +78,11 @@ def main() -> None:
             groups[key].append({"model": workload.model, "mode": workload.mode, "predicted_ms": predicted,
                                 "measured_ms": found.device_ms, "predicted_gib": memory,
                                 "measured_peak_gib": peak})
+    if not args.mode:
+        # A precision and format measured in one mode only would be printed twice, once under the mode's name.
+        for key in [key for key in groups if key.rsplit(" ", 1)[0] in groups]:
+            if len(groups[key]) == len(groups[key.rsplit(" ", 1)[0]]):
+                del groups[key]
     report = {}
     for key, items in sorted(groups.items()):
         ratios = np.array([i["predicted_ms"] / i["measured_ms"] for i in items])
