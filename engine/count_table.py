@@ -8,9 +8,10 @@ workload that fails the check is left out, and is counted as before. The step's 
 of the trace's live bytes over time, each of them affine in the batch; the table keeps the few of those lines that
 are the largest at some batch size from 2 to 4096.
 
-The table holds amp-fp16 steps; an amp-bf16 step without thin grouped convolutions launches the same kernels, and is
-read from its amp-fp16 twin. Counts depend on timm's model code, so the table is used only under the timm version it
-was made with (read from the installed package's metadata, not imported). scripts/build_count_table.py makes it.
+The table holds amp-fp16 steps, and amp-bf16 ones where they differ: an amp-bf16 step without thin grouped
+convolutions launches its amp-fp16 twin's kernels, and is read from the twin's entry. Counts depend on timm's model
+code, so the table is used only under the timm version it was made with (read from the installed package's metadata,
+not imported). scripts/build_count_table.py makes it.
 """
 
 from __future__ import annotations
@@ -153,11 +154,11 @@ class CountTable:
         self.names = set(self.archive.namelist())
 
     def get(self, workload: Workload) -> AffineCounts | None:
-        """The workload's family's counts; an amp-bf16 workload's may be its amp-fp16 twin's (`_bf16_twin`)."""
+        """The workload's family's counts; an amp-bf16 workload's may be its amp-fp16 twin's (`bf16_twin`)."""
         affine = self._read(workload)
         if affine is None and workload.precision == "amp-bf16":
             twin = self._read(workload.model_copy(update={"precision": "amp-fp16"}))
-            if twin is not None and _bf16_twin(twin):
+            if twin is not None and bf16_twin(twin):
                 return twin
         return affine
 
@@ -168,7 +169,7 @@ class CountTable:
         return AffineCounts.from_json(json.loads(self.archive.read(name))["counts"])
 
 
-def _bf16_twin(fp16: AffineCounts) -> bool:
+def bf16_twin(fp16: AffineCounts) -> bool:
     """Whether an amp-fp16 step's counts are also its amp-bf16 step's. Autocast casts the same ops to 16 bits of
     either kind, of the same size, so the two traces differ only where PyTorch picks a backend by dtype: a thin grouped
     convolution goes to cuDNN in fp16 and to PyTorch's own kernels in bf16 (engine.counting's `_native_depthwise`),

@@ -1,12 +1,15 @@
 """Make engine/data/count-table.zip: every model's default workload (training and inference; amp-fp16, NCHW, SGD) at
 224 px and at the model's own input size (timm's pretrained configuration; that one alone for a model that takes no
-other), counted on the meta device at two batch sizes and checked at a third (engine.count_table).
+other), counted on the meta device at two batch sizes and checked at a third (engine.count_table); then, in amp-bf16,
+the families whose amp-fp16 step has thin grouped convolutions (the others are read from their amp-fp16 entry).
 
     .venv/bin/python scripts/build_count_table.py --processes 2
+    .venv/bin/python scripts/build_count_table.py --processes 2 --from-table engine/data/count-table.zip
 
 Each family's result is appended to a JSON-lines progress file (`--progress`) as it comes, so a stopped run resumes
-where it was; the table is written from that file at the end. A model that fails to build or count, or whose counts
-are not affine in the batch size, is reported and left out (it is counted when predicted, as any workload).
+where it was; the table is written from that file at the end. `--from-table` takes the families an existing table
+(of the installed timm) holds as done. A model that fails to build or count, or whose counts are not affine in the
+batch size, is reported and left out (it is counted when predicted, as any workload).
 """
 
 from __future__ import annotations
@@ -18,17 +21,19 @@ import time
 from importlib import metadata
 from multiprocessing import Pool
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from understudy.workload import Mode, Workload, timm_model_names, torchvision_model_names  # noqa: E402
-from engine.count_table import TABLE_FILE, AffineCounts, count_affine, installed_timm, write_table  # noqa: E402
+from understudy.workload import Mode, Precision, Workload, timm_model_names, torchvision_model_names  # noqa: E402
+from engine.count_table import (ABOUT, TABLE_FILE, AffineCounts, CountTable, bf16_twin, count_affine,  # noqa: E402
+                                installed_timm, write_table)
 
 MODES: tuple[Mode, ...] = ("train", "infer")
 
 
-Family = tuple[str, Mode, tuple[int, int]]  # model, mode, resolution
+Family = tuple[str, Mode, tuple[int, int], Precision]  # model, mode, resolution, precision
 
 
 def resolutions(model: str) -> list[tuple[int, int]]:
@@ -42,41 +47,45 @@ def resolutions(model: str) -> list[tuple[int, int]]:
     return [native] if config.fixed_input_size or native == (224, 224) else [(224, 224), native]
 
 
-def _count(family: Family) -> dict[str, object]:
-    model, mode, resolution = family
-    row: dict[str, object] = {"model": model, "mode": mode, "resolution": list(resolution)}
+def _workload(family: Family) -> Workload:
+    model, mode, resolution, precision = family
+    return Workload(model=model, mode=mode, resolution=resolution, precision=precision)
+
+
+def _count(family: Family) -> dict[str, Any]:
+    model, mode, resolution, precision = family
+    row: dict[str, Any] = {"model": model, "mode": mode, "resolution": list(resolution), "precision": precision}
     started = time.perf_counter()
     try:
-        counts = count_affine(Workload(model=model, mode=mode, resolution=resolution))
+        counts = count_affine(_workload(family))
     except Exception as exc:  # noqa: BLE001 - one model's failure is that model's line
         return row | {"error": f"{type(exc).__name__}: {exc}"[:300]}
     return row | {"counts": counts.to_json(), "seconds": round(time.perf_counter() - started, 2)}
 
 
-def _family(row: dict[str, object]) -> Family:
-    height, width = row["resolution"]  # type: ignore[misc]
-    return str(row["model"]), row["mode"], (int(height), int(width))  # type: ignore[return-value]
+def _family(row: dict[str, Any]) -> Family:
+    height, width = row["resolution"]
+    return str(row["model"]), row["mode"], (int(height), int(width)), row.get("precision", "amp-fp16")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "engine" / "data" / TABLE_FILE)
-    # Named for the timm that counts, so that a run under another never resumes from this one's counts.
-    parser.add_argument("--progress", type=Path, default=Path(f"/tmp/count-table-timm-{installed_timm()}.jsonl"))
-    parser.add_argument("--processes", type=int, default=2)
-    parser.add_argument("--models", nargs="*", help="these models only (default: every model Understudy knows)")
-    args = parser.parse_args()
+def _table_rows(path: Path) -> list[dict[str, Any]]:
+    """The families an existing table holds, as progress rows."""
+    table = CountTable(path)
+    if table.about.get("timm") != installed_timm():
+        raise SystemExit(f"{path} was made with timm {table.about.get('timm')}, not the installed {installed_timm()}")
+    rows = []
+    for name in sorted(table.names - {ABOUT}):
+        entry = json.loads(table.archive.read(name))
+        rows.append({key: entry["workload"][key] for key in ("model", "mode", "resolution", "precision")}
+                    | {"counts": entry["counts"]})
+    return rows
 
-    models = args.models or sorted(timm_model_names() | torchvision_model_names())
-    done: dict[Family, dict[str, object]] = {}
-    if args.progress.exists():
-        for line in args.progress.read_text().splitlines():
-            row = json.loads(line)
-            done[_family(row)] = row
-    wanted = [(model, mode, resolution) for model in models for resolution in resolutions(model) for mode in MODES]
-    todo = [family for family in wanted if family not in done]
+
+def _count_all(todo: list[Family], done: dict[Family, dict[str, Any]], progress_path: Path,
+               processes: int) -> None:
+    """Count these families into `done`, each appended to the progress file as it comes."""
     print(f"{len(done)} families done, {len(todo)} to count", file=sys.stderr, flush=True)
-    with args.progress.open("a") as progress, Pool(args.processes, maxtasksperchild=50) as pool:
+    with progress_path.open("a") as progress, Pool(processes, maxtasksperchild=50) as pool:
         for number, row in enumerate(pool.imap_unordered(_count, todo, chunksize=2), start=1):
             progress.write(json.dumps(row) + "\n")
             progress.flush()
@@ -86,14 +95,37 @@ def main() -> None:
             if number % 50 == 0:
                 print(f"{number}/{len(todo)}", file=sys.stderr, flush=True)
 
-    entries = [(Workload(model=model, mode=mode, resolution=resolution),
-                AffineCounts.from_json(done[(model, mode, resolution)]["counts"]))  # type: ignore[arg-type]
-               for model, mode, resolution in wanted if "counts" in done[(model, mode, resolution)]]
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "engine" / "data" / TABLE_FILE)
+    # Named for the timm that counts, so that a run under another never resumes from this one's counts.
+    parser.add_argument("--progress", type=Path, default=Path(f"/tmp/count-table-timm-{installed_timm()}.jsonl"))
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--models", nargs="*", help="these models only (default: every model Understudy knows)")
+    parser.add_argument("--from-table", type=Path, help="an existing table whose families count as done")
+    args = parser.parse_args()
+
+    models = args.models or sorted(timm_model_names() | torchvision_model_names())
+    done: dict[Family, dict[str, Any]] = {}
+    seeded = _table_rows(args.from_table) if args.from_table else []
+    progressed = [json.loads(line) for line in args.progress.read_text().splitlines()] if args.progress.exists() else []
+    for row in seeded + progressed:
+        done[_family(row)] = row
+    wanted: list[Family] = [(model, mode, resolution, "amp-fp16") for model in models
+                            for resolution in resolutions(model) for mode in MODES]
+    _count_all([family for family in wanted if family not in done], done, args.progress, args.processes)
+    # amp-bf16 runs thin grouped convolutions on other kernels than amp-fp16: only those families need a count.
+    wanted += [(*family[:3], "amp-bf16") for family in list(wanted)
+               if "counts" in done[family] and not bf16_twin(AffineCounts.from_json(done[family]["counts"]))]
+    _count_all([family for family in wanted if family not in done], done, args.progress, args.processes)
+
+    entries = [(_workload(family), AffineCounts.from_json(done[family]["counts"]))
+               for family in wanted if "counts" in done[family]]
     write_table(args.out, entries, {"timm": installed_timm(), "torch": metadata.version("torch"),
                                     "families": len(entries)})
     failed = sum(1 for family in wanted if "error" in done[family])
     print(f"wrote {args.out}: {len(entries)} families, {failed} left out", file=sys.stderr)
-
 
 if __name__ == "__main__":
     main()
