@@ -44,6 +44,8 @@ SCREEN_WORKLOADS = (
     ["efficientnet_b0", "--mode", "infer", "--batch-size", "64"],
     # Read from its amp-fp16 entry (engine.count_table's bf16 twin).
     ["resnet50", "--mode", "train", "--batch-size", "64", "--precision", "amp-bf16"],
+    # An amp-bf16 entry of its own (depthwise convolutions).
+    ["efficientnet_b0", "--mode", "infer", "--batch-size", "64", "--precision", "amp-bf16"],
     # Not in the shipped count table (it holds amp-fp16 steps): its estimate waits for torch and a trace.
     ["resnet50", "--mode", "train", "--batch-size", "64", "--precision", "fp32"],
 )
