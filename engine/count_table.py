@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
@@ -161,6 +162,13 @@ class CountTable:
             if twin is not None and bf16_twin(twin):
                 return twin
         return affine
+
+    def entries(self) -> Iterator[tuple[dict[str, Any], AffineCounts]]:
+        """Every entry, in the order of its member's name: its workload with the batch size left out, and its
+        counts."""
+        for name in sorted(self.names - {ABOUT}):
+            entry = json.loads(self.archive.read(name))
+            yield entry["workload"], AffineCounts.from_json(entry["counts"])
 
     def _read(self, workload: Workload) -> AffineCounts | None:
         name = f"{family_key(workload)}.json"

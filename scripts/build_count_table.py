@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from understudy.workload import Mode, Precision, Workload, timm_model_names, torchvision_model_names  # noqa: E402
-from engine.count_table import (ABOUT, TABLE_FILE, AffineCounts, CountTable, bf16_twin, count_affine,  # noqa: E402
+from engine.count_table import (TABLE_FILE, AffineCounts, CountTable, bf16_twin, count_affine,  # noqa: E402
                                 installed_timm, write_table)
 
 MODES: tuple[Mode, ...] = ("train", "infer")
@@ -73,12 +73,8 @@ def _table_rows(path: Path) -> list[dict[str, Any]]:
     table = CountTable(path)
     if table.about.get("timm") != installed_timm():
         raise SystemExit(f"{path} was made with timm {table.about.get('timm')}, not the installed {installed_timm()}")
-    rows = []
-    for name in sorted(table.names - {ABOUT}):
-        entry = json.loads(table.archive.read(name))
-        rows.append({key: entry["workload"][key] for key in ("model", "mode", "resolution", "precision")}
-                    | {"counts": entry["counts"]})
-    return rows
+    return [{key: family[key] for key in ("model", "mode", "resolution", "precision")} | {"counts": counts.to_json()}
+            for family, counts in table.entries()]
 
 
 def _count_all(todo: list[Family], done: dict[Family, dict[str, Any]], progress_path: Path,
