@@ -8,10 +8,12 @@ workload that fails the check is left out, and is counted as before. The step's 
 of the trace's live bytes over time, each of them affine in the batch; the table keeps the few of those lines that
 are the largest at some batch size from 2 to 4096.
 
-The table holds amp-fp16 steps, and amp-bf16 ones where they differ: an amp-bf16 step without thin grouped
-convolutions launches its amp-fp16 twin's kernels, and is read from the twin's entry. Counts depend on timm's model
-code, so the table is used only under the timm version it was made with (read from the installed package's metadata,
-not imported). scripts/build_count_table.py makes it.
+The table holds amp-fp16 steps in NCHW and in channels-last, fp32 steps in NCHW, and amp-bf16 ones where they differ
+from amp-fp16: an amp-bf16 step without thin grouped convolutions launches its amp-fp16 twin's kernels, and is read
+from the twin's entry (of the same memory format). An fp32 step is not read from another: its bytes and the kernels
+its matmuls and convolutions run on are its own. Counts depend on timm's model code, so the table is used only under
+the timm version it was made with (read from the installed package's metadata, not imported).
+scripts/build_count_table.py makes it.
 """
 
 from __future__ import annotations
@@ -147,12 +149,16 @@ def same_counts(read: WorkloadCounts, counted: WorkloadCounts, tolerance: float 
 
 
 class CountTable:
-    """A count table file: a zip of one JSON member per workload family (family_key) and ABOUT."""
+    """A count table file: a zip of ABOUT and one JSON member per model, its families' entries by family_key. A
+    model's entries (precisions, formats, modes, sizes) repeat one another's kernels, which compresses within a member
+    and not across members (a member per family would make the table four times as large)."""
 
     def __init__(self, path: Path) -> None:
         self.archive = zipfile.ZipFile(path)
         self.about: dict[str, Any] = json.loads(self.archive.read(ABOUT))
         self.names = set(self.archive.namelist())
+        # The member read last: an amp-bf16 workload's twin is in the same member.
+        self._last: tuple[str, dict[str, Any]] | None = None
 
     def get(self, workload: Workload) -> AffineCounts | None:
         """The workload's family's counts; an amp-bf16 workload's may be its amp-fp16 twin's (`bf16_twin`)."""
@@ -164,17 +170,25 @@ class CountTable:
         return affine
 
     def entries(self) -> Iterator[tuple[dict[str, Any], AffineCounts]]:
-        """Every entry, in the order of its member's name: its workload with the batch size left out, and its
-        counts."""
+        """Every entry, model by model: its workload with the batch size left out, and its counts."""
         for name in sorted(self.names - {ABOUT}):
-            entry = json.loads(self.archive.read(name))
-            yield entry["workload"], AffineCounts.from_json(entry["counts"])
+            member = json.loads(self.archive.read(name))
+            for key in sorted(member):
+                yield member[key]["workload"], AffineCounts.from_json(member[key]["counts"])
 
     def _read(self, workload: Workload) -> AffineCounts | None:
-        name = f"{family_key(workload)}.json"
+        name = _member_name(workload.model)
         if name not in self.names:
             return None
-        return AffineCounts.from_json(json.loads(self.archive.read(name))["counts"])
+        last = self._last
+        if last is None or last[0] != name:
+            last = self._last = (name, json.loads(self.archive.read(name)))
+        entry = last[1].get(family_key(workload))
+        return AffineCounts.from_json(entry["counts"]) if entry is not None else None
+
+
+def _member_name(model: str) -> str:
+    return f"models/{model}.json"
 
 
 def bf16_twin(fp16: AffineCounts) -> bool:
@@ -188,11 +202,14 @@ def bf16_twin(fp16: AffineCounts) -> bool:
 def write_table(path: Path, entries: list[tuple[Workload, AffineCounts]], about: dict[str, Any]) -> None:
     """A table of these entries (each a workload of its family and its counts); `about` names the timm and torch
     that counted them."""
+    members: dict[str, dict[str, Any]] = {}
+    for workload, counts in entries:
+        members.setdefault(workload.model, {})[family_key(workload)] = {"workload": _family(workload),
+                                                                         "counts": counts.to_json()}
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_LZMA) as archive:
         archive.writestr(ABOUT, json.dumps(about, sort_keys=True))
-        for workload, counts in sorted(entries, key=lambda entry: (entry[0].model, entry[0].mode, entry[0].resolution)):
-            archive.writestr(f"{family_key(workload)}.json", json.dumps(
-                {"workload": _family(workload), "counts": counts.to_json()}, separators=(",", ":")))
+        for model in sorted(members):
+            archive.writestr(_member_name(model), json.dumps(members[model], sort_keys=True, separators=(",", ":")))
 
 
 def installed_timm() -> str | None:

@@ -1,7 +1,8 @@
 """Make engine/data/count-table.zip: every model's default workload (training and inference; amp-fp16, NCHW, SGD) at
 224 px and at the model's own input size (timm's pretrained configuration; that one alone for a model that takes no
-other), counted on the meta device at two batch sizes and checked at a third (engine.count_table); then, in amp-bf16,
-the families whose amp-fp16 step has thin grouped convolutions (the others are read from their amp-fp16 entry).
+other), the same in channels-last and in fp32 (NCHW), counted on the meta device at two batch sizes and checked at a
+third (engine.count_table); then, in amp-bf16, the families whose amp-fp16 step has thin grouped convolutions (the
+others are read from their amp-fp16 entry).
 
     .venv/bin/python scripts/build_count_table.py --processes 2
     .venv/bin/python scripts/build_count_table.py --processes 2 --from-table engine/data/count-table.zip
@@ -26,14 +27,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from understudy.workload import Mode, Precision, Workload, timm_model_names, torchvision_model_names  # noqa: E402
+from understudy.workload import (MemoryFormat, Mode, Precision, Workload, timm_model_names,  # noqa: E402
+                                 torchvision_model_names)
 from engine.count_table import (TABLE_FILE, AffineCounts, CountTable, bf16_twin, count_affine,  # noqa: E402
                                 installed_timm, write_table)
 
 MODES: tuple[Mode, ...] = ("train", "infer")
+FORMATS: tuple[MemoryFormat, ...] = ("nchw", "nhwc")
 
 
-Family = tuple[str, Mode, tuple[int, int], Precision]  # model, mode, resolution, precision
+Family = tuple[str, Mode, tuple[int, int], Precision, MemoryFormat]  # model, mode, resolution, precision, format
+FIELDS = ("model", "mode", "resolution", "precision", "memory_format")
 
 
 def resolutions(model: str) -> list[tuple[int, int]]:
@@ -48,13 +52,11 @@ def resolutions(model: str) -> list[tuple[int, int]]:
 
 
 def _workload(family: Family) -> Workload:
-    model, mode, resolution, precision = family
-    return Workload(model=model, mode=mode, resolution=resolution, precision=precision)
+    return Workload.model_validate(dict(zip(FIELDS, family, strict=True)))
 
 
 def _count(family: Family) -> dict[str, Any]:
-    model, mode, resolution, precision = family
-    row: dict[str, Any] = {"model": model, "mode": mode, "resolution": list(resolution), "precision": precision}
+    row: dict[str, Any] = dict(zip(FIELDS, family, strict=True)) | {"resolution": list(family[2])}
     started = time.perf_counter()
     try:
         counts = count_affine(_workload(family))
@@ -65,7 +67,8 @@ def _count(family: Family) -> dict[str, Any]:
 
 def _family(row: dict[str, Any]) -> Family:
     height, width = row["resolution"]
-    return str(row["model"]), row["mode"], (int(height), int(width)), row.get("precision", "amp-fp16")
+    return (str(row["model"]), row["mode"], (int(height), int(width)), row.get("precision", "amp-fp16"),
+            row.get("memory_format", "nchw"))
 
 
 def _table_rows(path: Path) -> list[dict[str, Any]]:
@@ -73,7 +76,7 @@ def _table_rows(path: Path) -> list[dict[str, Any]]:
     table = CountTable(path)
     if table.about.get("timm") != installed_timm():
         raise SystemExit(f"{path} was made with timm {table.about.get('timm')}, not the installed {installed_timm()}")
-    return [{key: family[key] for key in ("model", "mode", "resolution", "precision")} | {"counts": counts.to_json()}
+    return [{key: family[key] for key in FIELDS} | {"counts": counts.to_json()}
             for family, counts in table.entries()]
 
 
@@ -108,11 +111,12 @@ def main() -> None:
     progressed = [json.loads(line) for line in args.progress.read_text().splitlines()] if args.progress.exists() else []
     for row in seeded + progressed:
         done[_family(row)] = row
-    wanted: list[Family] = [(model, mode, resolution, "amp-fp16") for model in models
-                            for resolution in resolutions(model) for mode in MODES]
+    fp16: list[Family] = [(model, mode, resolution, "amp-fp16", memory_format) for memory_format in FORMATS
+                          for model in models for resolution in resolutions(model) for mode in MODES]
+    wanted = fp16 + [(*family[:3], "fp32", "nchw") for family in fp16 if family[4] == "nchw"]
     _count_all([family for family in wanted if family not in done], done, args.progress, args.processes)
     # amp-bf16 runs thin grouped convolutions on other kernels than amp-fp16: only those families need a count.
-    wanted += [(*family[:3], "amp-bf16") for family in list(wanted)
+    wanted += [(*family[:3], "amp-bf16", family[4]) for family in fp16
                if "counts" in done[family] and not bf16_twin(AffineCounts.from_json(done[family]["counts"]))]
     _count_all([family for family in wanted if family not in done], done, args.progress, args.processes)
 

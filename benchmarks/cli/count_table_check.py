@@ -4,10 +4,17 @@ batch size, read from the table and traced with this machine's torch and timm, c
     .venv/bin/python -m benchmarks.cli.count_table_check --sample 40 --out benchmarks/cli/results/count-table-check.json
     .venv/bin/python -m benchmarks.cli.count_table_check --precision amp-bf16 --sample 60 \
         --out benchmarks/cli/results/count-table-check-bf16.json
+    .venv/bin/python -m benchmarks.cli.count_table_check --precision fp32 --sample 40 \
+        --out benchmarks/cli/results/count-table-check-fp32.json
+    .venv/bin/python -m benchmarks.cli.count_table_check --memory-format nhwc --sample 40 \
+        --out benchmarks/cli/results/count-table-check-nhwc.json
+    .venv/bin/python -m benchmarks.cli.count_table_check --precision amp-bf16 --memory-format nhwc --sample 40 \
+        --out benchmarks/cli/results/count-table-check-bf16-nhwc.json
 
 The table was made with one torch (its `about`); running this under another (the GPU host's) says whether that
-torch counts the same kernels. With `--precision amp-bf16` the sampled workloads are the table's in amp-bf16: those it
-answers from their amp-fp16 twin are traced in amp-bf16 and compared; those it does not answer are counted apart.
+torch counts the same kernels. With `--precision amp-bf16` (or fp32) and `--memory-format nhwc` the sampled families
+are read in that precision and format: from their own entry, or an amp-bf16 one from its amp-fp16 twin, and traced in
+it and compared; those the table does not answer are counted apart.
 """
 
 from __future__ import annotations
@@ -57,6 +64,8 @@ def main() -> int:
     parser.add_argument("--sample", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--precision", default="amp-fp16", help="the precision the sampled workloads are read in")
+    parser.add_argument("--memory-format", default="nchw", choices=["nchw", "nhwc"],
+                        help="the memory format the sampled workloads are read in")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     table = shipped_table()
@@ -64,12 +73,14 @@ def main() -> int:
         print(f"the shipped table is not for this timm ({installed_timm()})", file=sys.stderr)
         return 1
     rng = random.Random(args.seed)
-    # One entry per family: its amp-fp16 one (a family with an amp-bf16 entry too would otherwise be drawn twice as
+    # One entry per family: its amp-fp16 NCHW one (a family with other entries too would otherwise be drawn more
     # often).
-    families = [family for family, _ in table.entries() if family["precision"] == "amp-fp16"]
+    families = [family for family, _ in table.entries()
+                if family["precision"] == "amp-fp16" and family["memory_format"] == "nchw"]
     rows: list[dict[str, Any]] = []
     for family in rng.sample(families, min(args.sample, len(families))):
-        workload = Workload.model_validate({**family, "batch_size": rng.randint(2, 512), "precision": args.precision})
+        workload = Workload.model_validate({**family, "batch_size": rng.randint(2, 512), "precision": args.precision,
+                                            "memory_format": args.memory_format})
         affine = table.get(workload)
         if affine is None:
             rows.append({"workload": workload.label, "in_table": False})
@@ -88,7 +99,7 @@ def main() -> int:
                      "trace_s": round(time.perf_counter() - started, 2)})
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     report = {"table": table.about, "here": {"torch": metadata.version("torch"), "timm": installed_timm()},
-              "precision": args.precision, "sample": len(rows),
+              "precision": args.precision, "memory_format": args.memory_format, "sample": len(rows),
               "not_in_table": sum(1 for row in rows if row.get("in_table") is False),
               "same": sum(1 for row in rows if row.get("same")),
               "errors": sum(1 for row in rows if "error" in row), "rows": rows}

@@ -46,8 +46,12 @@ SCREEN_WORKLOADS = (
     ["resnet50", "--mode", "train", "--batch-size", "64", "--precision", "amp-bf16"],
     # An amp-bf16 entry of its own (depthwise convolutions).
     ["efficientnet_b0", "--mode", "infer", "--batch-size", "64", "--precision", "amp-bf16"],
-    # Not in the shipped count table (it holds amp-fp16 steps): its estimate waits for torch and a trace.
+    # An fp32 entry of its own.
     ["resnet50", "--mode", "train", "--batch-size", "64", "--precision", "fp32"],
+    # A channels-last entry of its own.
+    ["resnet50", "--mode", "train", "--batch-size", "64", "--memory-format", "nhwc"],
+    # Not in the shipped count table (its fp32 steps are NCHW): its estimate waits for torch and a trace.
+    ["resnet50", "--mode", "train", "--batch-size", "64", "--precision", "fp32", "--memory-format", "nhwc"],
 )
 # Other workloads than the screen's, so that each is new to the measuring process.
 WORKER_WORKLOADS = (
@@ -104,7 +108,8 @@ def in_count_table(arguments: list[str]) -> bool:
     options = dict(zip(arguments[1::2], arguments[2::2], strict=True))
     workload = Workload(model=arguments[0], mode=options.get("--mode", "train"),
                         batch_size=int(options.get("--batch-size", "32")),
-                        precision=options.get("--precision", "amp-fp16"))
+                        precision=options.get("--precision", "amp-fp16"),
+                        memory_format=options.get("--memory-format", "nchw"))
     return shipped_counts(workload) is not None
 
 

@@ -94,6 +94,12 @@ def test_an_amp_bf16_step_with_thin_grouped_convolutions_is_not_read_from_its_tw
     assert CountTable(path).get(Workload(model="mobilenetv2_100", precision="amp-bf16")) is None
 
 
+def test_an_amp_bf16_twin_is_of_the_same_memory_format(tmp_path: Path) -> None:
+    path = tmp_path / "table.zip"
+    write_table(path, [(Workload(model="resnet18", batch_size=4), AFFINE)], {"timm": "9.9"})
+    assert CountTable(path).get(Workload(model="resnet18", precision="amp-bf16", memory_format="nhwc")) is None
+
+
 def test_only_amp_bf16_is_read_from_a_twin(tmp_path: Path) -> None:
     path = tmp_path / "table.zip"
     write_table(path, [(Workload(model="resnet18", batch_size=4), AFFINE)], {"timm": "9.9"})
@@ -120,9 +126,10 @@ def test_a_table_under_another_timm_is_not_used(monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.parametrize("workload", [Workload(model="resnet18", batch_size=1),
                                       Workload(model="resnet18", batch_size=64, compile=True),
-                                      Workload(model="resnet18", batch_size=64, precision="fp32"),
-                                      Workload(model="resnet18", batch_size=64, memory_format="nhwc")],
-                         ids=["batch of one", "compiled", "fp32", "channels-last"])
+                                      Workload(model="resnet18", batch_size=64, precision="fp16"),
+                                      Workload(model="resnet18", batch_size=64, precision="fp32",
+                                               memory_format="nhwc")],
+                         ids=["batch of one", "compiled", "fp16", "fp32 channels-last"])
 def test_workloads_outside_the_table_are_counted(workload: Workload) -> None:
     assert shipped_counts(workload) is None
 
@@ -135,10 +142,18 @@ def test_workloads_outside_the_table_are_counted(workload: Workload) -> None:
                                       Workload(model="vit_small_patch16_224", mode="infer", batch_size=24,
                                                precision="amp-bf16"),
                                       # an entry of its own: its depthwise convolutions run on other kernels in bf16
-                                      Workload(model="mobilenetv3_small_050", batch_size=48, precision="amp-bf16")],
+                                      Workload(model="mobilenetv3_small_050", batch_size=48, precision="amp-bf16"),
+                                      Workload(model="resnet18", batch_size=48, precision="fp32"),
+                                      Workload(model="mobilenetv3_small_050", mode="infer", batch_size=48,
+                                               precision="fp32"),
+                                      Workload(model="resnet18", batch_size=48, memory_format="nhwc"),
+                                      Workload(model="mobilenetv3_small_050", batch_size=48, precision="amp-bf16",
+                                               memory_format="nhwc")],
                          ids=["resnet18 train", "mobilenetv3_small_050 infer", "test_vit train 160px",
                               "resnet18 train amp-bf16 (its amp-fp16 entry)",
-                              "vit_small infer amp-bf16 (its amp-fp16 entry)", "mobilenetv3_small_050 train amp-bf16"])
+                              "vit_small infer amp-bf16 (its amp-fp16 entry)", "mobilenetv3_small_050 train amp-bf16",
+                              "resnet18 train fp32", "mobilenetv3_small_050 infer fp32",
+                              "resnet18 train channels-last", "mobilenetv3_small_050 train amp-bf16 channels-last"])
 def test_shipped_counts_are_the_counted_ones(workload: Workload) -> None:
     shipped, counted = shipped_counts(workload), count_workload(workload)
     assert shipped is not None
