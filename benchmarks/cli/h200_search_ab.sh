@@ -4,6 +4,10 @@
 # replayed on each log and the two scored on the same rows (search_ab.py compares the steps, by key):
 #   bash benchmarks/cli/h200_search_ab.sh
 # OFF_BUDGET and ON_BUDGET (seconds) keep the call under the device tool's 600 s; the search costs more per workload.
+# Each log is replayed with the same sample (the same files, --seed, --sample and --max-measured-ms):
+#   .venv/bin/python -m cli evaluate FILES --seed 0 --sample 20 --max-measured-ms 1000 --estimators hostaware \
+#       --replay --measured-only --log ab-nosearch.jsonl --out OFF        (and ab-search.jsonl, --out ON)
+#   .venv/bin/python -m benchmarks.cli.search_ab ab-nosearch.jsonl ab-search.jsonl --rows OFF/rows.csv ON/rows.csv
 set -u
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1 UNDERSTUDY_TIMED_WINDOWS=5 UNDERSTUDY_WINDOW_MS=10
