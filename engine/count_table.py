@@ -157,17 +157,22 @@ class CountTable:
         self.archive = zipfile.ZipFile(path)
         self.about: dict[str, Any] = json.loads(self.archive.read(ABOUT))
         self.names = set(self.archive.namelist())
-        # The member read last: an amp-bf16 workload's twin is in the same member.
-        self._last: tuple[str, dict[str, Any]] | None = None
 
     def get(self, workload: Workload) -> AffineCounts | None:
-        """The workload's family's counts; an amp-bf16 workload's may be its amp-fp16 twin's (`bf16_twin`)."""
-        affine = self._read(workload)
-        if affine is None and workload.precision == "amp-bf16":
-            twin = self._read(workload.model_copy(update={"precision": "amp-fp16"}))
-            if twin is not None and bf16_twin(twin):
-                return twin
-        return affine
+        """The workload's family's counts; an amp-bf16 workload's may be its amp-fp16 twin's (`bf16_twin`), which is
+        in the same member."""
+        name = _member_name(workload.model)
+        if name not in self.names:
+            return None
+        member = json.loads(self.archive.read(name))
+        entry = member.get(family_key(workload))
+        if entry is not None:
+            return AffineCounts.from_json(entry["counts"])
+        if workload.precision == "amp-bf16":
+            twin = member.get(family_key(workload.model_copy(update={"precision": "amp-fp16"})))
+            if twin is not None and bf16_twin(affine := AffineCounts.from_json(twin["counts"])):
+                return affine
+        return None
 
     def entries(self) -> Iterator[tuple[dict[str, Any], AffineCounts]]:
         """Every entry, model by model: its workload with the batch size left out, and its counts."""
@@ -175,16 +180,6 @@ class CountTable:
             member = json.loads(self.archive.read(name))
             for key in sorted(member):
                 yield member[key]["workload"], AffineCounts.from_json(member[key]["counts"])
-
-    def _read(self, workload: Workload) -> AffineCounts | None:
-        name = _member_name(workload.model)
-        if name not in self.names:
-            return None
-        last = self._last
-        if last is None or last[0] != name:
-            last = self._last = (name, json.loads(self.archive.read(name)))
-        entry = last[1].get(family_key(workload))
-        return AffineCounts.from_json(entry["counts"]) if entry is not None else None
 
 
 def _member_name(model: str) -> str:

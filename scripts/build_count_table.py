@@ -127,5 +127,6 @@ def main() -> None:
     failed = sum(1 for family in wanted if "error" in done[family])
     print(f"wrote {args.out}: {len(entries)} families, {failed} left out", file=sys.stderr)
 
+
 if __name__ == "__main__":
     main()
