@@ -9,10 +9,11 @@ of the trace's live bytes over time, each of them affine in the batch; the table
 are the largest at some batch size from 2 to 4096.
 
 The table holds amp-fp16 steps in NCHW and in channels-last, fp32 steps in NCHW, and amp-bf16 ones where they differ
-from amp-fp16: an amp-bf16 step without thin grouped convolutions launches its amp-fp16 twin's kernels, and is read
-from the twin's entry (of the same memory format). An fp32 step is not read from another: its bytes and the kernels
-its matmuls and convolutions run on are its own. Counts depend on timm's model code, so the table is used only under
-the timm version it was made with (read from the installed package's metadata, not imported).
+from amp-fp16 (thin grouped convolutions, a softmax into fp32: `bf16_twin`); any other amp-bf16 step launches its
+amp-fp16 twin's kernels, and is read from the twin's entry (of the same memory format). An fp32 step is not read
+from another: its bytes and the kernels its matmuls and convolutions run on are its own. Counts depend on timm's
+model code, so the table is used only under the timm version it was made with (read from the installed package's
+metadata, not imported).
 scripts/build_count_table.py makes it.
 """
 
@@ -187,11 +188,25 @@ def _member_name(model: str) -> str:
 
 
 def bf16_twin(fp16: AffineCounts) -> bool:
-    """Whether an amp-fp16 step's counts are also its amp-bf16 step's. Autocast casts the same ops to 16 bits of
-    either kind, of the same size, so the two traces differ only where PyTorch picks a backend by dtype: a thin grouped
+    """Whether an amp-fp16 step's counts may also be its amp-bf16 step's. Autocast casts the same ops to 16 bits of
+    either kind, of the same size, so the two traces differ only where PyTorch picks a kernel by dtype: a thin grouped
     convolution goes to cuDNN in fp16 and to PyTorch's own kernels in bf16 (engine.counting's `_native_depthwise`),
-    which moves it between the 'grouped' and 'depthwise' kinds. A step with neither kind has no such convolution."""
+    which moves it between the 'grouped' and 'depthwise' kinds, and a softmax into fp32 is one kernel from fp16 but a
+    cast and a softmax from bf16. The first shows in the counts: a step with neither kind has no such convolution. The
+    second does not, so the table holds an amp-bf16 entry of its own wherever the traces differ
+    (`bf16_counts_apart`), and get() reads that first."""
     return not any(op[0] in ("depthwise", "grouped") for op in fp16.ops)
+
+
+def bf16_counts_apart(workload: Workload, fp16: AffineCounts) -> bool:
+    """Whether an amp-fp16 family's amp-bf16 step needs an entry of its own: its trace at CHECK_BATCH is not what
+    the amp-fp16 entry reads there (the reasons are bf16_twin's)."""
+    from engine.counting import count_workload  # the table's maker needs torch; its reader does not
+
+    if not bf16_twin(fp16):
+        return True
+    bf16 = count_workload(workload.model_copy(update={"precision": "amp-bf16", "batch_size": CHECK_BATCH}))
+    return not same_counts(fp16.at(CHECK_BATCH), bf16)
 
 
 def write_table(path: Path, entries: list[tuple[Workload, AffineCounts]], about: dict[str, Any]) -> None:

@@ -259,13 +259,23 @@ _AUTOCAST_LOWER = frozenset({
 })
 _AUTOCAST_FP32 = frozenset({
     "__pow__", "__rdiv__", "__rpow__", "__rtruediv__", "acos", "asin", "binary_cross_entropy_with_logits", "cosh",
-    "cosine_embedding_loss", "cdist", "cosine_similarity", "cross_entropy", "cumprod", "cumsum", "dist", "erfinv",
-    "exp", "expm1", "group_norm", "hinge_embedding_loss", "kl_div", "l1_loss", "layer_norm", "log", "log_softmax",
-    "log10", "log1p", "log2", "margin_ranking_loss", "mse_loss", "multilabel_margin_loss", "multi_margin_loss",
-    "nll_loss", "norm", "normalize", "pdist", "poisson_nll_loss", "pow", "prod", "reciprocal", "rsqrt", "sinh",
-    "smooth_l1_loss", "soft_margin_loss", "softmax", "softmin", "softplus", "sum", "renorm", "tan",
-    "triplet_margin_loss",
+    "cosine_embedding_loss", "cdist", "cosine_similarity", "cross_entropy", "dist", "erfinv", "exp", "expm1",
+    "group_norm", "hinge_embedding_loss", "kl_div", "l1_loss", "layer_norm", "log", "log10", "log1p", "log2",
+    "margin_ranking_loss", "mse_loss", "multilabel_margin_loss", "multi_margin_loss", "nll_loss", "pdist",
+    "poisson_nll_loss", "pow", "reciprocal", "rsqrt", "sinh", "smooth_l1_loss", "soft_margin_loss", "softmin",
+    "softplus", "renorm", "tan", "triplet_margin_loss",
 })
+# The ops of the docs' fp32 list that CUDA's autocast does not cast (autocast_mode.cpp's fp32_set_opt_dtype and
+# fp32_append_dtype policies): it passes dtype=float32 instead, and the kernel reads the 16-bit input and writes fp32.
+# An fp16 softmax asked for fp32 output is one kernel on a GPU (half_to_float); the meta device would cast first, so
+# it is traced as that kernel. A bf16 one is cast first on a GPU too (aten's softmax fuses fp16 alone), so an amp-bf16
+# step with such a softmax counts apart from its amp-fp16 twin (scripts/build_count_table.py). F.normalize reaches
+# autocast only through the norm it takes, which then comes out in fp32, and so does the division by it. Casting
+# these first would count a reduction's input three times over (ConvNeXt-V2's global response norm: 132 GB where the
+# step moves 106 GB at batch 256). cross_entropy is on autocast's cast list itself, and softmin (a negation, then
+# a softmax) stays traced as a cast: it reads only logits.
+_AUTOCAST_FP32_OUTPUT = frozenset({"softmax", "log_softmax", "sum", "prod", "cumsum", "cumprod", "norm",
+                                   "normalize"})
 
 
 class _Autocast(TorchFunctionMode):
@@ -293,6 +303,9 @@ class _Autocast(TorchFunctionMode):
             args, kwargs = self._cast((args, kwargs), torch.float32, self.dtype)
         elif name in _AUTOCAST_FP32:
             args, kwargs = self._cast((args, kwargs), self.dtype, torch.float32)
+        elif (name in _AUTOCAST_FP32_OUTPUT and args and isinstance(args[0], torch.Tensor)
+              and args[0].dtype == self.dtype and kwargs.get("dtype") is None):
+            return _fp32_output(func, name, args, kwargs)
         return func(*args, **kwargs)
 
     def _cast(self, values: Any, source: torch.dtype, dtype: torch.dtype) -> Any:
@@ -306,6 +319,26 @@ class _Autocast(TorchFunctionMode):
         if id(tensor) not in self.cache:
             self.cache[id(tensor)] = (tensor, tensor.to(dtype))
         return self.cache[id(tensor)][1]
+
+
+def _fp32_output(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A 16-bit tensor's op of _AUTOCAST_FP32_OUTPUT as CUDA's autocast runs it: fp32 out, and no cast first but a bf16
+    softmax's."""
+    source = args[0]
+    if name in ("softmax", "log_softmax") and source.dtype == torch.float16:
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+        if dim is not None:
+            kernel = aten._softmax if name == "softmax" else aten._log_softmax
+            return kernel(source, dim, True)
+    if name == "normalize":
+        return _normalized(*args, **kwargs)
+    return func(*args, **{**kwargs, "dtype": torch.float32})
+
+
+def _normalized(source: torch.Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
+                out: None = None) -> torch.Tensor:
+    """F.normalize under CUDA's autocast: its norm comes out in fp32, and so does the division by it."""
+    return source / source.norm(p, dim, keepdim=True, dtype=torch.float32).clamp_min(eps).expand_as(source)
 
 
 class _FusedAttention(TorchFunctionMode):

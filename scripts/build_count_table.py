@@ -1,8 +1,9 @@
 """Make engine/data/count-table.zip: every model's default workload (training and inference; amp-fp16, NCHW, SGD) at
 224 px and at the model's own input size (timm's pretrained configuration; that one alone for a model that takes no
 other), the same in channels-last and in fp32 (NCHW), counted on the meta device at two batch sizes and checked at a
-third (engine.count_table); then, in amp-bf16, the families whose amp-fp16 step has thin grouped convolutions (the
-others are read from their amp-fp16 entry).
+third (engine.count_table); then, in amp-bf16, the families whose amp-bf16 step counts otherwise than their amp-fp16
+one (thin grouped convolutions, a softmax into fp32: engine.count_table.bf16_counts_apart; the others are read from
+their amp-fp16 entry).
 
     .venv/bin/python scripts/build_count_table.py --processes 2
     .venv/bin/python scripts/build_count_table.py --processes 2 --from-table engine/data/count-table.zip
@@ -29,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from understudy.workload import (MemoryFormat, Mode, Precision, Workload, timm_model_names,  # noqa: E402
                                  torchvision_model_names)
-from engine.count_table import (TABLE_FILE, AffineCounts, CountTable, bf16_twin, count_affine,  # noqa: E402
-                                installed_timm, write_table)
+from engine.count_table import (TABLE_FILE, AffineCounts, CountTable, bf16_counts_apart, bf16_twin,  # noqa: E402
+                                count_affine, installed_timm, write_table)
 
 MODES: tuple[Mode, ...] = ("train", "infer")
 FORMATS: tuple[MemoryFormat, ...] = ("nchw", "nhwc")
@@ -60,9 +61,16 @@ def _count(family: Family) -> dict[str, Any]:
     started = time.perf_counter()
     try:
         counts = count_affine(_workload(family))
+        apart = {"bf16_apart": bf16_counts_apart(_workload(family), counts)} if family[3] == "amp-fp16" else {}
     except Exception as exc:  # noqa: BLE001 - one model's failure is that model's line
         return row | {"error": f"{type(exc).__name__}: {exc}"[:300]}
-    return row | {"counts": counts.to_json(), "seconds": round(time.perf_counter() - started, 2)}
+    return row | {"counts": counts.to_json(), "seconds": round(time.perf_counter() - started, 2)} | apart
+
+
+def _bf16_apart(row: dict[str, Any]) -> bool:
+    """Whether an amp-fp16 family's amp-bf16 step is counted on its own; a row of another table says it by having one
+    (_table_rows)."""
+    return bool(row.get("bf16_apart", not bf16_twin(AffineCounts.from_json(row["counts"]))))
 
 
 def _family(row: dict[str, Any]) -> Family:
@@ -76,8 +84,12 @@ def _table_rows(path: Path) -> list[dict[str, Any]]:
     table = CountTable(path)
     if table.about.get("timm") != installed_timm():
         raise SystemExit(f"{path} was made with timm {table.about.get('timm')}, not the installed {installed_timm()}")
-    return [{key: family[key] for key in FIELDS} | {"counts": counts.to_json()}
-            for family, counts in table.entries()]
+    rows = [{key: family[key] for key in FIELDS} | {"counts": counts.to_json()} for family, counts in table.entries()]
+    def twin(row: dict[str, Any]) -> Family:
+        return (*_family(row)[:3], "amp-bf16", row["memory_format"])
+
+    apart = {twin(row) for row in rows if row["precision"] == "amp-bf16"}
+    return [row | {"bf16_apart": twin(row) in apart} if row["precision"] == "amp-fp16" else row for row in rows]
 
 
 def _count_all(todo: list[Family], done: dict[Family, dict[str, Any]], progress_path: Path,
@@ -115,9 +127,9 @@ def main() -> None:
                           for model in models for resolution in resolutions(model) for mode in MODES]
     wanted = fp16 + [(*family[:3], "fp32", "nchw") for family in fp16 if family[4] == "nchw"]
     _count_all([family for family in wanted if family not in done], done, args.progress, args.processes)
-    # amp-bf16 runs thin grouped convolutions on other kernels than amp-fp16: only those families need a count.
+    # Only the families whose amp-bf16 step launches other kernels than their amp-fp16 one need a count.
     wanted += [(*family[:3], "amp-bf16", family[4]) for family in fp16
-               if "counts" in done[family] and not bf16_twin(AffineCounts.from_json(done[family]["counts"]))]
+               if "counts" in done[family] and _bf16_apart(done[family])]
     _count_all([family for family in wanted if family not in done], done, args.progress, args.processes)
 
     entries = [(_workload(family), AffineCounts.from_json(done[family]["counts"]))

@@ -11,6 +11,8 @@ batch size, read from the table and traced with this machine's torch and timm, c
     .venv/bin/python -m benchmarks.cli.count_table_check --precision amp-bf16 --memory-format nhwc --sample 40 \
         --out benchmarks/cli/results/count-table-check-bf16-nhwc.json
 
+`--models FILE` samples the families of those models alone (the ones a change to the trace touched, say).
+
 The table was made with one torch (its `about`); running this under another (the GPU host's) says whether that
 torch counts the same kernels. With `--precision amp-bf16` (or fp32) and `--memory-format nhwc` the sampled families
 are read in that precision and format: from their own entry, or an amp-bf16 one from its amp-fp16 twin, and traced in
@@ -66,8 +68,10 @@ def main() -> int:
     parser.add_argument("--precision", default="amp-fp16", help="the precision the sampled workloads are read in")
     parser.add_argument("--memory-format", default="nchw", choices=["nchw", "nhwc"],
                         help="the memory format the sampled workloads are read in")
+    parser.add_argument("--models", type=Path, help="a file of model names, one a line: sample their families only")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    models = set(args.models.read_text().split()) if args.models else None
     table = shipped_table()
     if table is None:
         print(f"the shipped table is not for this timm ({installed_timm()})", file=sys.stderr)
@@ -76,7 +80,8 @@ def main() -> int:
     # One entry per family: its amp-fp16 NCHW one (a family with other entries too would otherwise be drawn more
     # often).
     families = [family for family, _ in table.entries()
-                if family["precision"] == "amp-fp16" and family["memory_format"] == "nchw"]
+                if family["precision"] == "amp-fp16" and family["memory_format"] == "nchw"
+                and (models is None or family["model"] in models)]
     rows: list[dict[str, Any]] = []
     for family in rng.sample(families, min(args.sample, len(families))):
         workload = Workload.model_validate({**family, "batch_size": rng.randint(2, 512), "precision": args.precision,

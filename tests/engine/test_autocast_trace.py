@@ -1,11 +1,13 @@
 """The meta-device trace's stand-in for CUDA's autocast (engine.counting._Autocast): each op autocast lowers gets its
-inputs cast, and a weight's lower-precision copy is made once per autocast region, as CUDA's autocast caches it."""
+inputs cast, and a weight's lower-precision copy is made once per autocast region, as CUDA's autocast caches it; an
+fp16 softmax or a reduction of a 16-bit tensor is one kernel that reads it and writes fp32, as CUDA runs it."""
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
-from engine.counting import _Autocast
+from engine.counting import _Autocast, _CountingMode
 
 
 def test_a_weights_cast_is_made_once_per_region() -> None:
@@ -28,3 +30,48 @@ def test_a_freed_weight_view_never_hands_its_cast_to_the_next_tensor() -> None:
         for table in tables * 2:
             out = torch.matmul(torch.empty(2, 4, device="meta"), table.transpose(0, 1))
             assert out.shape == (2, table.shape[0])
+
+
+def _traced(step) -> list[tuple[str, float, float]]:  # type: ignore[no-untyped-def]  # a test's lambda
+    mode = _CountingMode()
+    with _Autocast(torch.float16), mode:
+        step()
+    return mode.ops
+
+
+def test_an_fp16_softmax_is_one_kernel_that_writes_fp32() -> None:
+    scores = torch.empty(8, 4, 64, 64, dtype=torch.float16, device="meta")
+    elements = scores.numel()
+    out: list[torch.Tensor] = []
+    ops = _traced(lambda: out.append(scores.softmax(dim=-1)))
+    assert out[0].dtype == torch.float32
+    assert ops == [("memory", 0.0, elements * 2 + elements * 4)]  # no cast: 16-bit read, fp32 written
+
+
+
+def test_a_bf16_softmax_is_cast_first_as_a_gpu_runs_it() -> None:
+    scores = torch.empty(8, 4, 64, 64, dtype=torch.bfloat16, device="meta")
+    elements = scores.numel()
+    mode = _CountingMode()
+    with _Autocast(torch.bfloat16), mode:
+        out = scores.softmax(dim=-1)
+    assert out.dtype == torch.float32
+    assert mode.ops == [("memory", 0.0, elements * (2 + 4)), ("memory", 0.0, elements * (4 + 4))]
+
+def test_a_norm_of_a_16_bit_tensor_reads_it_once() -> None:
+    x = torch.empty(8, 14, 14, 96, dtype=torch.float16, device="meta")
+    out: list[torch.Tensor] = []
+    ops = _traced(lambda: out.append(x.norm(p=2, dim=(1, 2), keepdim=True)))
+    assert out[0].dtype == torch.float32
+    assert ops == [("memory", 0.0, x.numel() * 2 + 8 * 96 * 4)]
+
+
+def test_normalize_divides_a_16_bit_tensor_by_its_fp32_norm_without_casting_it() -> None:
+    x = torch.empty(8, 96, 196, dtype=torch.float16, device="meta")
+    out: list[torch.Tensor] = []
+    ops = _traced(lambda: out.append(F.normalize(x, dim=-1)))
+    assert out[0].dtype == torch.float32
+    norm, clamp, divide = ops  # no cast kernel before them
+    assert norm == ("memory", 0.0, x.numel() * 2 + 8 * 96 * 4)
+    assert clamp == ("memory", 0.0, 2 * 8 * 96 * 4)
+    assert divide[0] == "memory"

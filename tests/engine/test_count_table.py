@@ -13,8 +13,8 @@ import pytest
 
 from understudy.workload import Workload
 from engine import count_table
-from engine.count_table import (BATCHES, AffineCounts, CountTable, count_affine, family_key, installed_timm,
-                                shipped_counts, shipped_table, write_table)
+from engine.count_table import (BATCHES, AffineCounts, CountTable, bf16_counts_apart, count_affine, family_key,
+                                installed_timm, shipped_counts, shipped_table, write_table)
 from engine.counting import count_workload
 from engine.counts import WorkloadCounts
 
@@ -94,6 +94,25 @@ def test_an_amp_bf16_step_with_thin_grouped_convolutions_is_not_read_from_its_tw
     assert CountTable(path).get(Workload(model="mobilenetv2_100", precision="amp-bf16")) is None
 
 
+def test_an_amp_bf16_entry_of_its_own_is_read_before_its_twin(tmp_path: Path) -> None:
+    path = tmp_path / "table.zip"
+    own = AffineCounts.of_traces(FIRST, [200, 50], SECOND, [600, 900])
+    write_table(path, [(Workload(model="resnet18", batch_size=4), AFFINE),
+                       (Workload(model="resnet18", batch_size=4, precision="amp-bf16"), own)], {"timm": "9.9"})
+    assert CountTable(path).get(Workload(model="resnet18", precision="amp-bf16")) == own
+
+
+def test_a_bf16_softmax_into_fp32_counts_apart_from_the_fp16_one() -> None:
+    """aten fuses the cast into an fp16 softmax alone (half_to_float); a bf16 one is cast first."""
+    family = Workload(model="convit_tiny", mode="infer")
+    assert bf16_counts_apart(family, count_affine(family))
+
+
+def test_a_bf16_step_of_the_same_kernels_does_not_count_apart() -> None:
+    family = Workload(model="test_vit", mode="infer", resolution=160)
+    assert not bf16_counts_apart(family, count_affine(family))
+
+
 def test_an_amp_bf16_twin_is_of_the_same_memory_format(tmp_path: Path) -> None:
     path = tmp_path / "table.zip"
     write_table(path, [(Workload(model="resnet18", batch_size=4), AFFINE)], {"timm": "9.9"})
@@ -148,12 +167,17 @@ def test_workloads_outside_the_table_are_counted(workload: Workload) -> None:
                                                precision="fp32"),
                                       Workload(model="resnet18", batch_size=48, memory_format="nhwc"),
                                       Workload(model="mobilenetv3_small_050", batch_size=48, precision="amp-bf16",
-                                               memory_format="nhwc")],
+                                               memory_format="nhwc"),
+                                      # a norm of a 16-bit tensor into fp32 (its global response norm)
+                                      Workload(model="convnextv2_atto", batch_size=48),
+                                      # an entry of its own: its attention's softmax is cast first in bf16
+                                      Workload(model="convit_tiny", mode="infer", batch_size=48, precision="amp-bf16")],
                          ids=["resnet18 train", "mobilenetv3_small_050 infer", "test_vit train 160px",
                               "resnet18 train amp-bf16 (its amp-fp16 entry)",
                               "vit_small infer amp-bf16 (its amp-fp16 entry)", "mobilenetv3_small_050 train amp-bf16",
                               "resnet18 train fp32", "mobilenetv3_small_050 infer fp32",
-                              "resnet18 train channels-last", "mobilenetv3_small_050 train amp-bf16 channels-last"])
+                              "resnet18 train channels-last", "mobilenetv3_small_050 train amp-bf16 channels-last",
+                              "convnextv2_atto train", "convit_tiny infer amp-bf16"])
 def test_shipped_counts_are_the_counted_ones(workload: Workload) -> None:
     shipped, counted = shipped_counts(workload), count_workload(workload)
     assert shipped is not None
