@@ -4,6 +4,9 @@ of minutes on two cores; the cache keeps them between fits. A workload whose mod
 
     python benchmarks/accuracy/count_cache.py ../shared/groundtruth/*.csv --out /tmp/counts.pkl --processes 2
 
+`--recount MODELS` counts again what the cache holds of some models (after a change to the trace that touches only
+their steps), and every PyTorch 1.x workload.
+
 `--pack` writes the cache small enough to bring back from the GPU host (where 16 cores count it in minutes): each
 workload's identical ops stored once with their number, lzma-compressed. read_cache reads either form.
 """
@@ -76,15 +79,20 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--pack", type=Path, help="also write the packed form here")
+    parser.add_argument("--recount", type=Path,
+                        help="a file of model names, one a line: their workloads are counted again, as is every "
+                        "PyTorch 1.x workload (attention traced as its matmuls and softmax), though the cache has them")
     args = parser.parse_args()
     known = read_cache(args.out) if args.out.exists() else {}
+    recount = set(args.recount.read_text().split()) if args.recount else None
     todo: dict[str, Workload] = {}
     for row in read_rows(args.files):
         try:
             workload = workload_from_row(row)
         except Exception:  # noqa: BLE001 - a model name this timm lacks
             continue
-        if workload.digest() not in known:
+        again = recount is not None and (workload.model in recount or workload.torch_major < 2)
+        if workload.digest() not in known or again:
             todo[workload.digest()] = workload
     print(f"{len(known)} counted before, {len(todo)} to count", flush=True)
     started = time.monotonic()
