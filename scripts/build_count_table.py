@@ -59,9 +59,10 @@ def _workload(family: Family) -> Workload:
 def _count(family: Family) -> dict[str, Any]:
     row: dict[str, Any] = dict(zip(FIELDS, family, strict=True)) | {"resolution": list(family[2])}
     started = time.perf_counter()
+    workload = _workload(family)
     try:
-        counts = count_affine(_workload(family))
-        apart = {"bf16_apart": bf16_counts_apart(_workload(family), counts)} if family[3] == "amp-fp16" else {}
+        counts = count_affine(workload)
+        apart = {"bf16_apart": bf16_counts_apart(workload, counts)} if family[3] == "amp-fp16" else {}
     except Exception as exc:  # noqa: BLE001 - one model's failure is that model's line
         return row | {"error": f"{type(exc).__name__}: {exc}"[:300]}
     return row | {"counts": counts.to_json(), "seconds": round(time.perf_counter() - started, 2)} | apart
@@ -85,6 +86,7 @@ def _table_rows(path: Path) -> list[dict[str, Any]]:
     if table.about.get("timm") != installed_timm():
         raise SystemExit(f"{path} was made with timm {table.about.get('timm')}, not the installed {installed_timm()}")
     rows = [{key: family[key] for key in FIELDS} | {"counts": counts.to_json()} for family, counts in table.entries()]
+
     def twin(row: dict[str, Any]) -> Family:
         return (*_family(row)[:3], "amp-bf16", row["memory_format"])
 

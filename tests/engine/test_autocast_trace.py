@@ -32,9 +32,9 @@ def test_a_freed_weight_view_never_hands_its_cast_to_the_next_tensor() -> None:
             assert out.shape == (2, table.shape[0])
 
 
-def _traced(step) -> list[tuple[str, float, float]]:  # type: ignore[no-untyped-def]  # a test's lambda
+def _traced(step, dtype: torch.dtype = torch.float16) -> list[tuple[str, float, float]]:  # type: ignore[no-untyped-def]
     mode = _CountingMode()
-    with _Autocast(torch.float16), mode:
+    with _Autocast(dtype), mode:
         step()
     return mode.ops
 
@@ -48,15 +48,14 @@ def test_an_fp16_softmax_is_one_kernel_that_writes_fp32() -> None:
     assert ops == [("memory", 0.0, elements * 2 + elements * 4)]  # no cast: 16-bit read, fp32 written
 
 
-
 def test_a_bf16_softmax_is_cast_first_as_a_gpu_runs_it() -> None:
     scores = torch.empty(8, 4, 64, 64, dtype=torch.bfloat16, device="meta")
     elements = scores.numel()
-    mode = _CountingMode()
-    with _Autocast(torch.bfloat16), mode:
-        out = scores.softmax(dim=-1)
-    assert out.dtype == torch.float32
-    assert mode.ops == [("memory", 0.0, elements * (2 + 4)), ("memory", 0.0, elements * (4 + 4))]
+    out: list[torch.Tensor] = []
+    ops = _traced(lambda: out.append(scores.softmax(dim=-1)), torch.bfloat16)
+    assert out[0].dtype == torch.float32
+    assert ops == [("memory", 0.0, elements * (2 + 4)), ("memory", 0.0, elements * (4 + 4))]
+
 
 def test_a_norm_of_a_16_bit_tensor_reads_it_once() -> None:
     x = torch.empty(8, 14, 14, 96, dtype=torch.float16, device="meta")
