@@ -23,11 +23,11 @@ absolute residual here (another harness's training step is a workload a user may
 ratio's residual to the same harness's RTX 3090 row, which the check scores. For analytic the H200's own rows
 (--host-rows, predicted with the constants chosen on the timm rows alone) are a third development GPU: its training
 rows are fitted on, its inference rows only scored. Training is where the development data is thin: one timm file
-(PyTorch 1.12, one card) and Lambda's ResNet-50, so with the RTX 3090 left out the training term rested on 24 Lambda
-rows of one well-tuned model and held 63 % of the timm training rows. The H200's training set (today's PyTorch, CNNs,
-ViTs and hybrids in every precision and format) gives it rows of many models on another GPU. Its inference rows
-would not add what the timm files' 2,800 rows on two cards lack, and hostaware's host rows are the host measuring
-itself, no residual of a target.
+(PyTorch 1.12, one card) and Lambda's ResNet-50. Without the H200, leaving the RTX 3090 out would leave the training
+term 24 Lambda rows of one well-tuned model to be fitted on (a band that holds 63 % of the timm training rows); the
+H200's training set (today's PyTorch, CNNs, ViTs and hybrids in every precision and format) gives it many models'
+rows on another GPU. Its inference rows would not add what the timm files' 2,800 rows on two cards lack, and
+hostaware's host rows are the host measuring itself, no residual of a target.
 
 The fit, per estimator: centred on the prediction (a development GPU's own bias, +6 % on one card and -5 % on
 another, is no guide to the next GPU's); log(scale) is the least-squares line through log|e| over the features (a

@@ -16,7 +16,8 @@ host_software .gt/timm-train-amp-nchw-rtx3090-pt112.csv > /tmp/train-pt2.csv
 host_software .gt/lambda-resnet50-train.csv > /tmp/lambda-pt2.csv
 sed '2,$ s/,nchw,/,nhwc,/' /tmp/train-pt2.csv > /tmp/train-nhwc.csv
 python3 benchmarks/accuracy/count_cache.py .gt/*.csv benchmarks/accuracy/self/workloads.csv \
-    benchmarks/accuracy/precision-workloads.csv /tmp/train-pt2.csv \
+    benchmarks/accuracy/training/workloads.csv benchmarks/accuracy/precision-workloads.csv \
+    benchmarks/accuracy/compile/eager-twins.csv /tmp/train-pt2.csv \
     /tmp/lambda-pt2.csv /tmp/train-nhwc.csv --out /tmp/counts.pkl --processes 15 --pack "$OUT/counts.xz" 2>&1 \
     | tail -n 3
 if [ -n "${COUNTS_ONLY:-}" ]; then ls -la "$OUT"; exit 0; fi  # step 1 alone (about 4 minutes)
