@@ -263,7 +263,7 @@ _AUTOCAST_FP32 = frozenset({
     "group_norm", "hinge_embedding_loss", "kl_div", "l1_loss", "layer_norm", "log", "log10", "log1p", "log2",
     "margin_ranking_loss", "mse_loss", "multilabel_margin_loss", "multi_margin_loss", "nll_loss", "pdist",
     "poisson_nll_loss", "pow", "reciprocal", "rsqrt", "sinh", "smooth_l1_loss", "soft_margin_loss", "softmin",
-    "softplus", "renorm", "tan", "triplet_margin_loss",
+    "softplus", "renorm", "tan", "triplet_margin_loss", "cumsum", "cumprod",
 })
 # The ops of the docs' fp32 list that CUDA's autocast does not cast (autocast_mode.cpp's fp32_set_opt_dtype and
 # fp32_append_dtype policies): it passes dtype=float32 instead, and the kernel reads the 16-bit input and writes fp32.
@@ -273,9 +273,11 @@ _AUTOCAST_FP32 = frozenset({
 # autocast only through the norm it takes, which then comes out in fp32, and so does the division by it. Casting
 # these first would count a reduction's input three times over (ConvNeXt-V2's global response norm: 132 GB where the
 # step moves 106 GB at batch 256). cross_entropy is on autocast's cast list itself, and softmin (a negation, then
-# a softmax) stays traced as a cast: it reads only logits.
-_AUTOCAST_FP32_OUTPUT = frozenset({"softmax", "log_softmax", "sum", "prod", "cumsum", "cumprod", "norm",
-                                   "normalize"})
+# a softmax) stays traced as a cast: it reads only logits. cumsum and cumprod get dtype=float32 too, but their CUDA
+# scan copies its input to fp32 first, so they are traced with the cast (_AUTOCAST_FP32). The kernels softmax,
+# log_softmax, sum, norm, normalize and cumsum launch under autocast on an H100, in fp16 and in bf16, are these
+# (benchmarks/accuracy/autocast_kernels.py).
+_AUTOCAST_FP32_OUTPUT = frozenset({"softmax", "log_softmax", "sum", "prod", "norm", "normalize"})
 
 
 class _Autocast(TorchFunctionMode):

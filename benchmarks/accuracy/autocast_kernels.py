@@ -28,7 +28,9 @@ CASES: dict[str, tuple[tuple[int, ...], Op]] = {
     "softmax": ((8, 4, 64, 64), lambda x: x.softmax(dim=-1)),
     "log_softmax": ((64, 1000), lambda x: F.log_softmax(x, dim=-1)),
     "sum": ((8, 96, 56, 56), lambda x: x.sum(dim=(2, 3))),
+    "prod": ((8, 96, 56, 56), lambda x: x.prod(dim=-1)),
     "cumsum": ((8, 4096), lambda x: x.cumsum(dim=-1)),
+    "cumprod": ((8, 4096), lambda x: x.cumprod(dim=-1)),
     "norm": ((8, 14, 14, 96), lambda x: x.norm(p=2, dim=(1, 2), keepdim=True)),
     "normalize": ((8, 96, 196), lambda x: F.normalize(x, dim=-1)),
 }

@@ -1,5 +1,5 @@
 """The models whose AMP step calls an op CUDA's autocast gives an fp32 output without a cast first
-(engine.counting._fp32_output): softmax, log_softmax, sum, prod, cumsum, cumprod, norm and F.normalize on a 16-bit
+(engine.counting._fp32_output): softmax, log_softmax, sum, prod, norm and F.normalize on a 16-bit
 tensor. A change to how the trace prices those touches only these models' counts (and every PyTorch 1.x step with
 attention, traced unfused), so they are the ones `count_cache.py --recount` and the count table count again.
 

@@ -1,6 +1,7 @@
 """The meta-device trace's stand-in for CUDA's autocast (engine.counting._Autocast): each op autocast lowers gets its
 inputs cast, and a weight's lower-precision copy is made once per autocast region, as CUDA's autocast caches it; an
-fp16 softmax or a reduction of a 16-bit tensor is one kernel that reads it and writes fp32, as CUDA runs it."""
+fp16 softmax or a reduction of a 16-bit tensor is one kernel that reads it and writes fp32, and a scan of one (cumsum)
+a cast and then the scan, as CUDA runs them."""
 
 from __future__ import annotations
 
@@ -74,3 +75,11 @@ def test_normalize_divides_a_16_bit_tensor_by_its_fp32_norm_without_casting_it()
     assert norm == ("memory", 0.0, x.numel() * 2 + 8 * 96 * 4)
     assert clamp == ("memory", 0.0, 2 * 8 * 96 * 4)
     assert divide[0] == "memory"
+
+
+def test_a_cumsum_of_a_16_bit_tensor_is_cast_first_as_its_cuda_scan_runs_it() -> None:
+    x = torch.empty(8, 4096, dtype=torch.float16, device="meta")
+    out: list[torch.Tensor] = []
+    ops = _traced(lambda: out.append(x.cumsum(dim=-1)))
+    assert out[0].dtype == torch.float32
+    assert ops == [("memory", 0.0, x.numel() * (2 + 4)), ("memory", 0.0, x.numel() * (4 + 4))]
