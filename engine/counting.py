@@ -274,9 +274,8 @@ _AUTOCAST_FP32 = frozenset({
 # these first would count a reduction's input three times over (ConvNeXt-V2's global response norm: 132 GB where the
 # step moves 106 GB at batch 256). cross_entropy is on autocast's cast list itself, and softmin (a negation, then
 # a softmax) stays traced as a cast: it reads only logits. cumsum and cumprod get dtype=float32 too, but their CUDA
-# scan copies its input to fp32 first, so they are traced with the cast (_AUTOCAST_FP32). The kernels softmax,
-# log_softmax, sum, norm, normalize and cumsum launch under autocast on an H100, in fp16 and in bf16, are these
-# (benchmarks/accuracy/autocast_kernels.py).
+# scan copies its input to fp32 first, so they are traced with the cast (_AUTOCAST_FP32). Each of these ops launches
+# the kernels traced here under autocast on an H100, in fp16 and in bf16 (benchmarks/accuracy/autocast_kernels.py).
 _AUTOCAST_FP32_OUTPUT = frozenset({"softmax", "log_softmax", "sum", "prod", "norm", "normalize"})
 
 
