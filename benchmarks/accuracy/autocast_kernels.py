@@ -1,6 +1,7 @@
 """Check on a GPU that autocast's fp32-output ops launch the kernels the meta-device trace counts for them
-(engine/counting.py, _fp32_output): for each op and 16-bit type, the CUDA kernels torch.profiler sees one call of it
-launch under torch.autocast, beside the memory ops the trace counts for the same call. One JSON line per case.
+(engine/counting.py: _fp32_output, and the scans it traces with their cast): for each op and 16-bit type, the CUDA
+kernels torch.profiler sees one call of it launch under torch.autocast, beside the memory ops the trace counts for
+the same call. One JSON line per case.
 
     source scripts/device_setup.sh && python3 benchmarks/accuracy/autocast_kernels.py > $OUT/autocast-kernels.jsonl
 
