@@ -259,11 +259,11 @@ _AUTOCAST_LOWER = frozenset({
 })
 _AUTOCAST_FP32 = frozenset({
     "__pow__", "__rdiv__", "__rpow__", "__rtruediv__", "acos", "asin", "binary_cross_entropy_with_logits", "cosh",
-    "cosine_embedding_loss", "cdist", "cosine_similarity", "cross_entropy", "dist", "erfinv", "exp", "expm1",
-    "group_norm", "hinge_embedding_loss", "kl_div", "l1_loss", "layer_norm", "log", "log10", "log1p", "log2",
-    "margin_ranking_loss", "mse_loss", "multilabel_margin_loss", "multi_margin_loss", "nll_loss", "pdist",
+    "cosine_embedding_loss", "cdist", "cosine_similarity", "cross_entropy", "cumprod", "cumsum", "dist", "erfinv",
+    "exp", "expm1", "group_norm", "hinge_embedding_loss", "kl_div", "l1_loss", "layer_norm", "log", "log10", "log1p",
+    "log2", "margin_ranking_loss", "mse_loss", "multilabel_margin_loss", "multi_margin_loss", "nll_loss", "pdist",
     "poisson_nll_loss", "pow", "reciprocal", "rsqrt", "sinh", "smooth_l1_loss", "soft_margin_loss", "softmin",
-    "softplus", "renorm", "tan", "triplet_margin_loss", "cumsum", "cumprod",
+    "softplus", "renorm", "tan", "triplet_margin_loss",
 })
 # The ops of the docs' fp32 list that CUDA's autocast does not cast (autocast_mode.cpp's fp32_set_opt_dtype and
 # fp32_append_dtype policies): it passes dtype=float32 instead, and the kernel reads the 16-bit input and writes fp32.
