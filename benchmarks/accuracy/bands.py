@@ -99,8 +99,6 @@ SIMT = CLASSES.index("simt")
 SYMMETRIC = ("analytic", "hostaware")
 # The check's group of the timm files' and Lambda's rows together.
 EVERY_TARGET_ROW = "every timm and Lambda row"
-# The H200's own rows the band is fitted on (analytic's: see the module docstring); the rest of them are scored.
-FITTED_HOST_ROWS = "h200-host-train-"
 
 
 def residuals(kind: str, samples: list[Sample], folds: dict[str, dict[str, float]],
@@ -381,7 +379,8 @@ def main() -> None:
         samples = load_samples(args.files, log, args.counts_cache, None, args.host_rows if log is None else None,
                                cached_only=True)
         found = residuals(kind, samples, folds, model)
-        rows = [r for r in found if not r["group"].startswith("h200-host") or r["group"].startswith(FITTED_HOST_ROWS)]
+        # The H200's training rows are fitted on, its inference rows only scored (see the module docstring).
+        rows = [r for r in found if not (r["group"].startswith("h200-host") and r["features"].mode == "infer")]
         bands[kind] = fit_band(rows, model, kind)
         if kind == "hostaware":
             hostaware_rows = rows
