@@ -1,6 +1,7 @@
-"""A what-if on Lambda's rows (benchmarks/accuracy/README.md, nineteenth session): the ratio errors of the two GPUs
-before Ampere (the Tesla V100, Volta, and the Quadro RTX 8000, Turing) if those chips reached a smaller share of one
-unit's peak than the shipped constants say, the share chosen on one of the two and reported on the other.
+"""A what-if on Lambda's rows (benchmarks/accuracy/README.md, "The chips before Ampere, and a floor under
+calibration"): the ratio errors of the two GPUs before Ampere (the Tesla V100, Volta, and the Quadro RTX 8000,
+Turing) if those chips reached a smaller share of one unit's peak than the shipped constants say, the share chosen on
+one of the two and reported on the other.
 
 Two units are tried, each scaled by `factor` on chips of compute capability below 8.0 and on no other: the tensor
 cores in 16 bit (`tensor`: a Volta or Turing convolution's tensor-core rate; their fp32 convolutions run on the

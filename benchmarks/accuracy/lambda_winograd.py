@@ -1,6 +1,7 @@
-"""A what-if on Lambda's rows (benchmarks/accuracy/README.md, sixteenth session): analytic's ratio errors against
-the RTX 3090 if the fp32 3 x 3 stride-1 convolutions ran as Winograd kernels, doing `factor` times fewer multiplies,
-on the GPUs whose TF32 rate is no more than their FP32 rate (GeForce Ampere and Ada, and the chips before Ampere).
+"""A what-if on Lambda's rows (benchmarks/accuracy/README.md, "A user-defined target at a power limit of its own"):
+analytic's ratio errors against the RTX 3090 if the fp32 3 x 3 stride-1 convolutions ran as Winograd kernels, doing
+`factor` times fewer multiplies, on the GPUs whose TF32 rate is no more than their FP32 rate (GeForce Ampere and Ada,
+and the chips before Ampere).
 
 It counts each workload here (the counts cache does not say a convolution's filter) with engine.counting's kinds, the
 convolutions in question told apart by a wrapper around its kind rule, and prices them with the shipped constants;

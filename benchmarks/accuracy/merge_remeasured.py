@@ -1,5 +1,6 @@
-"""Bring the H200 measurement log up to two changes of the seventh session, without measuring again what they do not
-change (device time is scarce):
+"""Bring the H200 measurement log up to two changes of hostaware 8 and analytic 7 (benchmarks/accuracy/README.md,
+"hostaware 8, analytic 7: one set of rates for how GPUs differ, PyTorch 1.x workloads, serial kernels"), without
+measuring again what they do not change (device time is scarce):
 
 - Rows of PyTorch 1.x files are now workloads with `torch_major=1` (a new digest, so a new log key). On the host it
   changes only how timm builds attention (the host's optimizer is its own PyTorch's, whatever the target's; at the
