@@ -35,8 +35,8 @@ ESTIMATORS: dict[str, EstimatorInfo] = {
     for info in (
         EstimatorInfo("spec", "3", True, "the target's SM count and boost clock applied to the host GPU, timed"),
         EstimatorInfo("flops", "3", True, "the host's measured time scaled by the ratio of peak throughputs"),
-        EstimatorInfo("analytic", "16", False, "a roofline over the traced operators; needs no GPU"),
-        EstimatorInfo("hostaware", "17", True, "the host's measured time split by kernel class, each class rescaled "
+        EstimatorInfo("analytic", "17", False, "a roofline over the traced operators; needs no GPU"),
+        EstimatorInfo("hostaware", "18", True, "the host's measured time split by kernel class, each class rescaled "
                       "by the roofline's target/host time ratio, and blended with the roofline"),
         # Runs where its base runs (the API places it as its base; the engine checks the base), so no GPU of its own.
         EstimatorInfo("calibrated", "4", False, "a base estimator scaled by a correction fitted to a few measured "

@@ -22,22 +22,22 @@ from engine.estimators.roofline import Efficiency, roofline_ms
 # no better and makes small batches absurdly slow), and the strided weight, 1 (the strided kernels' own
 # bytes-in-flight limit prices them instead; with both free they trade off). Depthwise convolutions reach 0.11 of
 # the FP32 lanes they can issue to (half the peak on a consumer chip, all of it on an H200), and those PyTorch runs
-# on its own kernels with a small filter take 7.0x that time in an fp32 or bf16 training step (their backward), those
+# on its own kernels with a small filter take 7.4x that time in an fp32 or bf16 training step (their backward), those
 # cuDNN runs 3.2x in an fp32 training step (its TF32 weight gradient; chosen on convnext_large's fp32 training, the
-# one development row that has them); a bf16 training step's BatchNorms 2.3x theirs (PyTorch's own kernels); fp32
+# one development row that has them); a bf16 training step's BatchNorms 2.4x theirs (PyTorch's own kernels); fp32
 # GEMMs 0.78 of FP32 peak. The caps bind on the H200: 8.4 bytes in flight per SM and cycle (2.2 of its 4.8 TB/s; 5.4
-# for a strided kernel) and 2,699 tensor FLOP per SM and cycle in 16 bit, half that in TF32 (706 and 353 TFLOPS). A
+# for a strided kernel) and 2,688 tensor FLOP per SM and cycle in 16 bit, half that in TF32 (702 and 351 TFLOPS). A
 # training step runs 1.10x its counts, and a 16-bit one's NCHW layout conversions 4.0x their inference weight
-# (cuDNN's NCHW backward); L2 serves 0.25 of the traffic of a memory-bound kernel whose tensors fit in half of it (an
+# (cuDNN's NCHW backward); L2 serves 0.31 of the traffic of a memory-bound kernel whose tensors fit in half of it (an
 # RTX 4090's 72 MB holds what an RTX 3090's 6 MB does not). The kernels torch.compile's inductor generates reach 0.82
 # of DRAM peak, where PyTorch's eager kernels reach 0.92: chosen on timm's compiled RTX 4090 file, the one compiled
-# ground truth (benchmarks/accuracy/compile_fused.py; 0.81-0.825 with each model family left out); no eager row is
+# ground truth (benchmarks/accuracy/compile_fused.py; 0.815-0.83 with each model family left out); no eager row is
 # priced differently, and on a part whose bytes-in-flight limit binds (an H100, an H200) it changes nothing.
-EFFICIENCY = Efficiency(tensor=0.9795, simt=0.1094, memory=0.9199, launch_us=5, matmul32=0.7819, layout=0.4367,
-                        strided=1, bytes_per_sm_cycle=8.3968, strided_bytes_per_sm_cycle=5.3552,
-                        tensor_flop_per_sm_cycle=2699.4803, training_overhead=1.1012, training_layout=3.9995,
-                        depthwise_training=6.9704, bf16_norm_training=2.2977,
-                        grouped_fp32_training=3.192, l2_reuse=0.2535, serial_ns=360.2, fused_memory=0.82)
+EFFICIENCY = Efficiency(tensor=0.9719, simt=0.1101, memory=0.9159, launch_us=5, matmul32=0.7801, layout=0.4376,
+                        strided=1, bytes_per_sm_cycle=8.3846, strided_bytes_per_sm_cycle=5.3769,
+                        tensor_flop_per_sm_cycle=2687.8092, training_overhead=1.0971, training_layout=3.9649,
+                        depthwise_training=7.3659, bf16_norm_training=2.3668,
+                        grouped_fp32_training=3.2346, l2_reuse=0.3052, serial_ns=360.2, fused_memory=0.82)
 
 
 class AnalyticEstimator(Estimator):
