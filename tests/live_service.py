@@ -20,13 +20,11 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -38,6 +36,8 @@ from sqlalchemy.orm import Session
 from ledger import predictions
 from ledger.models import Host, Prediction, utcnow
 from understudy.results import PredictionResult, Status
+
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL", "postgresql+psycopg://root@127.0.0.1:5432/test")
@@ -109,16 +109,6 @@ def migrated_schema(schema: str, database_url: str = TEST_DATABASE_URL) -> Itera
             connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
         admin.dispose()
 
-
-def wait_for(condition: Any, timeout_s: float, what: str, interval_s: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
-        time.sleep(interval_s)
 
 
 @dataclass

@@ -6,7 +6,7 @@ in the ledger and its measurements land there from the test (the GPU is the only
 
 from __future__ import annotations
 
-from tests.live_service import wait_for
+from tests.waiting import wait_for
 
 from client import Client, Population, Prediction
 from understudy.results import Status

@@ -11,7 +11,8 @@ from statistics import NormalDist
 
 import httpx
 import pytest
-from tests.live_service import LiveService, wait_for
+from tests.live_service import LiveService
+from tests.waiting import wait_for
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 

@@ -7,7 +7,8 @@ there from the test (the GPU is the only fake)."""
 
 from __future__ import annotations
 
-from tests.live_service import LiveService, wait_for
+from tests.live_service import LiveService
+from tests.waiting import wait_for
 
 from client import Client, PredictionRequest
 

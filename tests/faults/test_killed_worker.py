@@ -12,7 +12,7 @@ import signal
 from pathlib import Path
 
 from tests.fakes import FakeMpsControl
-from tests.service.test_worker_process import alive, children_of
+from tests.waiting import alive, children_of
 
 from .helpers import FAKE_GPU, REPO, start_worker, status_of, wait_for
 

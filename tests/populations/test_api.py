@@ -7,7 +7,8 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.live_service import LiveService, wait_for
+from tests.live_service import LiveService
+from tests.waiting import wait_for
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 

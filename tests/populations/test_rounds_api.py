@@ -8,7 +8,8 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.live_service import LiveService, wait_for
+from tests.live_service import LiveService
+from tests.waiting import wait_for
 
 from understudy.rounds import DeviceStep, RoundConfig, RoundModel
 from understudy.steps import LAUNCH_US

@@ -1,6 +1,6 @@
-"""Issue 12, item 4: rq's SpawnWorker wrote the Redis connection, password included, into each job process's command
-line, which every user of the machine can read (/proc/PID/cmdline). Against a password-protected Redis of the test's
-own and the real worker: the job process's command line holds no password."""
+"""A job process's command line, which every user of the machine can read (/proc/PID/cmdline), holds no secret: rq's
+SpawnWorker would write the Redis connection, password included, there. Against a password-protected Redis of the
+test's own and the real worker: the job process's command line holds no password."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from sqlalchemy.orm import Session
 
 from ledger.dispatch import enqueue
 from ledger.models import Prediction
+
+from tests.waiting import children_of
 
 from .helpers import body
 
@@ -60,18 +62,6 @@ def guarded_redis() -> Iterator[str]:
     server.send_signal(signal.SIGTERM)
     server.wait(timeout=10)
 
-
-def children_of(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.append(int(entry.name))
-    return found
 
 
 def test_a_job_process_has_no_password_on_its_command_line(client, db, settings, keys, configure, guarded_redis):
