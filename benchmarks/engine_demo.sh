@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 2 on the H200 test host: `understudy predict` (spec estimator) for resnet50 and vit_small_patch16_224,
+# The engine on the H200 test host: `understudy predict` (spec estimator) for resnet50 and vit_small_patch16_224,
 # train, amp-fp16, batch 64, 224 px, on RTX 3060/3090/4090 (and the H200 itself, unrestricted), once with green
 # contexts and once with MPS. benchmarks/engine_demo_report.py turns the JSON into the committed table.
 # Run from the repo root after `source scripts/device_setup.sh`; writes into $1 (default $OUT).

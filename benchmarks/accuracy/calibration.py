@@ -1,4 +1,4 @@
-"""The calibrated estimator's accuracy with k measured rows per timm file (issue 10: k = 5, 50 draws).
+"""The calibrated estimator's accuracy with k measured rows per timm file (k = 3, 5 and 10; 50 draws each).
 
 For each timm file and k, `--draws` times: pick k of the file's rows at random as the user's measurements, fit
 understudy.calibration.fit_correction to the base estimator's predictions of them (with their kernel-class shares),

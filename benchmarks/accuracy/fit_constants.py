@@ -3,7 +3,7 @@
     python benchmarks/accuracy/fit_constants.py analytic FILES... --counts-cache C --logo --json OUT
     python benchmarks/accuracy/fit_constants.py hostaware FILES... --counts-cache C --log LOG --logo --json OUT
 
-The protocol (`--logo`, issue 10): every development GPU's rows are scored with constants chosen without them.
+The protocol (`--logo`): every development GPU's rows are scored with constants chosen without them.
 - the RTX 4090's timm rows and its Lambda ratio with constants chosen on every RTX 3090 timm row;
 - the RTX 3090's timm rows with constants chosen on every RTX 4090 timm row;
 - the other ten Lambda GPUs with constants chosen on all timm rows (they appear in no timm file); these are also the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 10's H200 measurements, one call on a two-GPU host (nvidia-h200-x2), carrying .whl and .gt:
+# The H200 measurements the accuracy report rests on, one call on a two-GPU host (nvidia-h200-x2), carrying .whl and .gt:
 #   GPU 0: channels-last inference rows of timm's files (hostaware needs the host's own nhwc measurement);
 #   GPU 1: Lambda's ResNet-50 training workloads (fp32 and AMP), the self-prediction set
 #          (benchmarks/accuracy/self/workloads.csv) and the GPU tests.

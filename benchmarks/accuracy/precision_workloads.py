@@ -1,4 +1,4 @@
-"""Write the development workloads the H200 measures in fp32 and amp-bf16 (issue 10), so that the constants pricing
+"""Write the development workloads the H200 measures in fp32 and amp-bf16, so that the constants pricing
 those precisions are chosen on development models, and the self-prediction set (benchmarks/accuracy/self, other
 models) reports them.
 

@@ -1,4 +1,4 @@
-"""Fixtures for the security tests (issue 12): the service tests' real PostgreSQL and Redis, app, client and key
+"""Fixtures for the security tests: the service tests' real PostgreSQL and Redis, app, client and key
 (tests/service/conftest.py), plus two owners' keys and an admin key, and the service's settings as shipped (reads need
 a key) with any of them changed for one test."""
 

@@ -1,6 +1,6 @@
-"""Issue 12, item 3: the rate limit counted requests, not work, and a job waited forever without a worker. Now each
-key has a budget of estimated worker seconds and a cap on waiting jobs (429 with Retry-After), a key's first waiting
-job goes ahead of another key's flood, a full queue answers 503, and so does a queue that no live worker serves."""
+"""Admission is by work, not by request count: each key has a budget of estimated worker seconds and a cap on
+waiting jobs (429 with Retry-After), a key's first waiting job goes ahead of another key's flood, a full queue answers
+503, and so does a queue that no live worker serves, so that no job waits forever without a worker."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Issue 12, item 1: the body cap held only for a declared length. Against the real server (uvicorn): a body that
-declares both Content-Length and Transfer-Encoding is refused, a chunked body is counted as it arrives, and a
+"""The body cap holds whether or not a request declares its length. Against the real server (uvicorn): a body
+that declares both Content-Length and Transfer-Encoding is refused, a chunked body is counted as it arrives, and a
 request without a key is refused before its body is read."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Issue 12, item 5: a 6 KB body of 1000 ambiguous target names cost 0.5 s of the event loop and a 3 MB answer. Lists
-and strings are capped in the schema, catalog lookups are cheap, and a 422 stays small."""
+"""A request cannot buy much of the event loop or a large answer with a small body (a 6 KB body of 1000 ambiguous
+target names): lists and strings are capped in the schema, catalog lookups are cheap, and a 422 stays small."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Issue 12, item 7: an infinite prediction was refused by the JSON column and then blamed on a dying worker;
-`batch_size: true` was a batch of 1; Python class names reached the error field. Now implausible specs are refused,
-a result that is not finite fails its row with its own reason (and is not retried), and errors read as messages."""
+"""Failures are reported as what they are: implausible specs (an infinite prediction, `batch_size: true`) are
+refused, a result that is not finite fails its row with its own reason (and is not retried, nor blamed on a dying
+worker), and errors read as messages, never as Python class names."""
 
 from __future__ import annotations
 

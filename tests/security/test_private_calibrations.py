@@ -1,5 +1,5 @@
-"""Issue 12, item 2: any key's calibration rewrote everyone's calibrated results. A calibration now belongs to its
-key: another key's points change nothing for mine, absurd points are refused, and one is shared only by its id."""
+"""A calibration belongs to the key that made it: another key's points change nothing for mine, absurd points are
+refused, and a calibration is shared only by its id."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Issue 12, item 9: two reconcilers at once could both claim a lost row (one commits its claim, the other looks
-before the first has enqueued). Only one reconciler runs at a time now, across every process."""
+"""A lost row is claimed by one reconciler only: two at once could otherwise both claim it (one commits its claim, the
+other looks before the first has enqueued), so one reconciler runs at a time across every process."""
 
 from __future__ import annotations
 

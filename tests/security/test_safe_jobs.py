@@ -1,6 +1,6 @@
-"""Issue 12, item 8: jobs were pickles, so whoever could write to Redis ran code on every worker; compose ran Redis
-without a password and PostgreSQL with a default one; /docs loaded Swagger UI from a CDN. Now jobs are JSON naming one
-allow-listed function, compose has no default secret, and the documentation pages load nothing from elsewhere."""
+"""Writing to Redis runs no code on a worker, and the deployment ships no default secret: jobs are JSON naming one
+allow-listed function (never pickles), compose has no default Redis or PostgreSQL password, and the documentation
+pages load nothing from elsewhere (no CDN)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Issue 12, item 6: predictions had no owner and reads no key. Now reads need a key, a key sees its own history
-(an admin key everything), the shared result cache stays shared, and /v1/hosts shows a worker's internals to admins
-only."""
+"""Predictions have owners: reads need a key, a key sees its own history (an admin key everything), the shared result
+cache stays shared, and /v1/hosts shows a worker's internals to admins only."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Write the H200 self-prediction workload list (issue 10): the same models in fp32, amp-fp16, amp-bf16 and
+"""Write the H200 self-prediction workload list: the same models in fp32, amp-fp16, amp-bf16 and
 channels-last (amp-fp16, nhwc), each at inference (batch 256) and training (batch 64, SGD), 224 px.
 
 The host's own time is the ground truth for these rows: `understudy evaluate --measure-only` records it on the H200,
