@@ -8,7 +8,10 @@
 # time a training workload's first measurement with and without its convolutions set up on other threads first
 # (cudnn_prewarm.py), with the search and without it; `... new` times the warm measuring process on twenty workloads
 # drawn from timm's benchmark files (new_workloads.py), with the search and then without it (`new search`, `new
-# nosearch`: one of them).
+# nosearch`: one of them); `... heuristic` times the warm measuring process on the six slowest of those workloads
+# (results/slow-workloads.json) without the search, with and without cuDNN's heuristic mode B
+# (TORCH_CUDNN_USE_HEURISTIC_MODE_B=1), then with the search under mode B, then without the search again in a process
+# that finds the first one's driver compute cache.
 set -u
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1
@@ -55,5 +58,18 @@ case "${1:-}" in
         > "$OUT/new-$name.json" 2> "$OUT/new-$name.txt"
       echo "new $name rc=$?"; grep '^{' "$OUT/new-$name.txt" | cut -c1-200
     done ;;
-  *) echo "usage: $0 screen|cudnn|nosearch|prewarm|prewarm-nosearch|new" >&2; exit 2 ;;
+  heuristic)
+    first_cache=$(mktemp -d)
+    for run in off:0:fresh off-modeb:1:fresh on-modeb:1:fresh off-cached:0:first; do
+      name=${run%%:*} rest=${run#*:} modeb=${rest%%:*} cache=${rest#*:}
+      [ "$cache" = fresh ] && cache=$(mktemp -d) || cache=$first_cache
+      [ "$name" = off ] && first_cache=$cache
+      search=0; [ "${name%%-*}" = on ] && search=1
+      if [ "$modeb" = 1 ]; then export TORCH_CUDNN_USE_HEURISTIC_MODE_B=1; else unset TORCH_CUDNN_USE_HEURISTIC_MODE_B; fi
+      CUDA_CACHE_PATH=$cache UNDERSTUDY_CUDNN_BENCHMARK=$search timeout 200 python3 -m benchmarks.cli.first_number \
+        --child --workloads benchmarks/cli/results/slow-workloads.json > "$OUT/heuristic-$name.json" \
+        2> "$OUT/heuristic-$name.txt"
+      echo "heuristic $name rc=$?"; grep '^{' "$OUT/heuristic-$name.txt" | cut -c1-200
+    done ;;
+  *) echo "usage: $0 screen|cudnn|nosearch|prewarm|prewarm-nosearch|new|heuristic" >&2; exit 2 ;;
 esac
