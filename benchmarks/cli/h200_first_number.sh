@@ -64,9 +64,10 @@ case "${1:-}" in
       name=${run%%:*} rest=${run#*:} modeb=${rest%%:*} cache=${rest#*:}
       [ "$cache" = fresh ] && cache=$(mktemp -d) || cache=$first_cache
       [ "$name" = off ] && first_cache=$cache
-      search=0; [ "${name%%-*}" = on ] && search=1
+      # Limits that keep the four runs inside one 600 s call.
+      search=0 limit=120; [ "${name%%-*}" = on ] && search=1 limit=200
       if [ "$modeb" = 1 ]; then export TORCH_CUDNN_USE_HEURISTIC_MODE_B=1; else unset TORCH_CUDNN_USE_HEURISTIC_MODE_B; fi
-      CUDA_CACHE_PATH=$cache UNDERSTUDY_CUDNN_BENCHMARK=$search timeout 200 python3 -m benchmarks.cli.first_number \
+      CUDA_CACHE_PATH=$cache UNDERSTUDY_CUDNN_BENCHMARK=$search timeout $limit python3 -m benchmarks.cli.first_number \
         --child --workloads benchmarks/cli/results/slow-workloads.json > "$OUT/heuristic-$name.json" \
         2> "$OUT/heuristic-$name.txt"
       echo "heuristic $name rc=$?"; grep '^{' "$OUT/heuristic-$name.txt" | cut -c1-200
