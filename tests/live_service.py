@@ -110,7 +110,6 @@ def migrated_schema(schema: str, database_url: str = TEST_DATABASE_URL) -> Itera
         admin.dispose()
 
 
-
 @dataclass
 class LiveService:
     url: str

@@ -32,7 +32,6 @@ time.sleep(60)
 """
 
 
-
 def test_a_tied_child_dies_when_its_parent_is_killed() -> None:
     parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True,
                               cwd=Path(__file__).resolve().parents[2])

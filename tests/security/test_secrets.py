@@ -63,7 +63,6 @@ def guarded_redis() -> Iterator[str]:
     server.wait(timeout=10)
 
 
-
 def test_a_job_process_has_no_password_on_its_command_line(client, db, settings, keys, configure, guarded_redis):
     created = client.post("/v1/predictions", json=body(), headers=keys.a).json()["data"][0]["id"]
     with Session(db) as session:

@@ -37,9 +37,6 @@ def row(db, prediction_id: str) -> Prediction:
         return session.scalars(select(Prediction).where(Prediction.id == prediction_id)).one()
 
 
-
-
-
 @pytest.fixture
 def workers():
     started: list[subprocess.Popen] = []
