@@ -9,9 +9,9 @@
 # (cudnn_prewarm.py), with the search and without it; `... new` times the warm measuring process on twenty workloads
 # drawn from timm's benchmark files (new_workloads.py), with the search and then without it (`new search`, `new
 # nosearch`: one of them); `... heuristic` times the warm measuring process on the five of those twenty slowest
-# with the search and mobilenetv3_large's training (results/slow-workloads.json) without the search, with and without cuDNN's heuristic mode B
-# (TORCH_CUDNN_USE_HEURISTIC_MODE_B=1), then with the search under mode B, then without the search again in a process
-# that finds the first one's driver compute cache.
+# with the search and on mobilenetv3_large's training (results/slow-workloads.json): without the search, with and
+# without cuDNN's heuristic mode B (TORCH_CUDNN_USE_HEURISTIC_MODE_B=1), then with the search under mode B, then
+# without the search again in a process that finds the first one's driver compute cache.
 set -u
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1
