@@ -39,8 +39,8 @@ def children_of(pid: int) -> list[int]:
 
 
 def alive(pid: int) -> bool:
-    """Whether pid runs: a zombie has died, only its parent's reaping is left."""
+    """Whether pid runs: a zombie (Z) or dead (X) process has ended, only its parent's reaping is left."""
     try:
-        return _stat_fields(pid)[0] != "Z"
+        return _stat_fields(pid)[0] not in ("Z", "X")
     except (OSError, IndexError):
         return False

@@ -59,11 +59,10 @@ case "${1:-}" in
       echo "new $name rc=$?"; grep '^{' "$OUT/new-$name.txt" | cut -c1-200
     done ;;
   heuristic)
-    first_cache=$(mktemp -d)
-    for run in off:0:fresh off-modeb:1:fresh on-modeb:1:fresh off-cached:0:first; do
+    # name:mode B:driver compute cache; the last run finds the first one's cache.
+    off_cache=$(mktemp -d)
+    for run in off:0:$off_cache off-modeb:1:$(mktemp -d) on-modeb:1:$(mktemp -d) off-cached:0:$off_cache; do
       name=${run%%:*} rest=${run#*:} modeb=${rest%%:*} cache=${rest#*:}
-      [ "$cache" = fresh ] && cache=$(mktemp -d) || cache=$first_cache
-      [ "$name" = off ] && first_cache=$cache
       # Limits that keep the four runs inside one 600 s call.
       search=0 limit=120; [ "${name%%-*}" = on ] && search=1 limit=200
       if [ "$modeb" = 1 ]; then export TORCH_CUDNN_USE_HEURISTIC_MODE_B=1; else unset TORCH_CUDNN_USE_HEURISTIC_MODE_B; fi

@@ -18,9 +18,9 @@ from tests.fakes import (
     done_measurement,
     h200_host,
     make_settings,
-    process_gone,
     write_fake_python,
 )
+from tests.waiting import alive
 
 from understudy.results import HostSetting
 from understudy.workload import Workload
@@ -219,9 +219,9 @@ def test_mps_child_past_the_job_timeout_fails_and_everything_is_released(
     assert nvml.events == [("lock", 1770), ("reset",)]
     grandchild = int((tmp_path / "grandchild.pid").read_text())
     deadline = time.monotonic() + 5
-    while not process_gone(grandchild) and time.monotonic() < deadline:
+    while alive(grandchild) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert process_gone(grandchild)
+    assert not alive(grandchild)
 
 
 @pytest.mark.parametrize("error", [RuntimeError("broken pipe"), KeyboardInterrupt()])

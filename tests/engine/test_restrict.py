@@ -11,7 +11,8 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
-from tests.fakes import FakeMpsControl, FakeNvml, child_log, done_measurement, process_gone, write_fake_python
+from tests.fakes import FakeMpsControl, FakeNvml, child_log, done_measurement, write_fake_python
+from tests.waiting import alive
 
 from understudy.errors import RestrictionError
 from engine import restrict
@@ -276,9 +277,9 @@ def test_mps_child_past_its_timeout_is_killed_with_its_process_group(tmp_path: P
     assert result.error == "MPS child exceeded its 1 s limit"
     grandchild = int((tmp_path / "grandchild.pid").read_text())
     deadline = time.monotonic() + 5
-    while not process_gone(grandchild) and time.monotonic() < deadline:
+    while alive(grandchild) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert process_gone(grandchild)
+    assert not alive(grandchild)
 
 
 def test_mps_child_that_crashes_is_a_failed_measurement_with_its_last_words(tmp_path: Path,
