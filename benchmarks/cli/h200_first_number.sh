@@ -11,7 +11,8 @@
 # nosearch`: one of them); `... heuristic` times the warm measuring process on the five of those twenty slowest
 # with the search and on mobilenetv3_large's training (results/slow-workloads.json): without the search, with and
 # without cuDNN's heuristic mode B (TORCH_CUDNN_USE_HEURISTIC_MODE_B=1), then with the search under mode B, then
-# without the search again in a process that finds the first one's driver compute cache.
+# without the search again in a process that finds the first one's driver compute cache (`heuristic off off-modeb`:
+# only those runs).
 set -u
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1
@@ -59,10 +60,12 @@ case "${1:-}" in
       echo "new $name rc=$?"; grep '^{' "$OUT/new-$name.txt" | cut -c1-200
     done ;;
   heuristic)
-    # name:mode B:driver compute cache; the last run finds the first one's cache.
-    off_cache=$(mktemp -d)
+    # name:mode B:driver compute cache; off-cached finds off's cache. Names after `heuristic` pick some of the runs
+    # (off-cached only after off), for a call with less device time left.
+    off_cache=$(mktemp -d) picked=" ${*:2} "
     for run in off:0:$off_cache off-modeb:1:$(mktemp -d) on-modeb:1:$(mktemp -d) off-cached:0:$off_cache; do
       name=${run%%:*} rest=${run#*:} modeb=${rest%%:*} cache=${rest#*:}
+      [ "$picked" = "  " ] || [[ "$picked" == *" $name "* ]] || continue
       # Limits that keep the four runs inside one 600 s call.
       search=0 limit=120; [ "${name%%-*}" = on ] && search=1 limit=200
       if [ "$modeb" = 1 ]; then export TORCH_CUDNN_USE_HEURISTIC_MODE_B=1; else unset TORCH_CUDNN_USE_HEURISTIC_MODE_B; fi
