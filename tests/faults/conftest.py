@@ -4,7 +4,6 @@ worker processes a test starts, stopped afterwards whatever happened."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Iterator
 
@@ -14,7 +13,7 @@ from sqlalchemy import Engine
 
 from tests.live_service import migrated_schema, schema_url
 from tests.service.conftest import api_key, app, auth, clean, client, settings  # noqa: F401 - shared fixtures
-from tests.service.helpers import SCHEMA, SERVICE_ENV
+from tests.service.helpers import SCHEMA, SERVICE_ENV, service_environment
 
 from .helpers import start_postgres_and_redis, stop
 from .stores import PrivateStores
@@ -30,19 +29,9 @@ def stores() -> Iterator[PrivateStores]:
 @pytest.fixture(scope="package")
 def service_env(stores: PrivateStores) -> Iterator[dict[str, str]]:
     """The service tests' environment with the private stores' URLs; restored afterwards."""
-    from understudy.settings import get_settings
-
     env = {**SERVICE_ENV, "REDIS_URL": stores.redis.url, "DATABASE_URL": schema_url(stores.postgres.url, SCHEMA)}
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)
-    get_settings.cache_clear()
-    yield env
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    get_settings.cache_clear()
+    with service_environment(env):
+        yield env
 
 
 @pytest.fixture(scope="package")

@@ -8,7 +8,6 @@ Redis database (default redis://127.0.0.1:6379/15).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,25 +17,15 @@ from sqlalchemy import Engine, text
 
 from tests.live_service import migrated_schema, schema_url
 
-from .helpers import SCHEMA, SERVICE_ENV, TABLES, TEST_DATABASE_URL, TEST_REDIS_URL
+from .helpers import SCHEMA, SERVICE_ENV, TABLES, TEST_DATABASE_URL, TEST_REDIS_URL, service_environment
 
 
 @pytest.fixture(scope="package")
 def service_env() -> Iterator[dict[str, str]]:
     """The environment of this package's tests; restored afterwards so other test packages never see it."""
-    from understudy.settings import get_settings
-
     env = {**SERVICE_ENV, "DATABASE_URL": schema_url(TEST_DATABASE_URL, SCHEMA)}
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)
-    get_settings.cache_clear()
-    yield env
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    get_settings.cache_clear()
+    with service_environment(env):
+        yield env
 
 
 @pytest.fixture(scope="package")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from redis import Redis
@@ -32,6 +34,26 @@ SERVICE_ENV = {
 }
 
 WORKLOAD = {"model": "resnet18", "mode": "infer", "batch_size": 8, "resolution": 64, "precision": "fp32"}
+
+
+@contextmanager
+def service_environment(env: dict[str, str]) -> Iterator[dict[str, str]]:
+    """The process's environment with `env` applied, settings read afresh from it; restored afterwards, so that other
+    test packages never see it."""
+    from understudy.settings import get_settings
+
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    get_settings.cache_clear()
+    try:
+        yield env
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        get_settings.cache_clear()
 
 
 def run_queued_jobs(redis: Redis, queues: tuple[str, ...] = ("cpu",)) -> None:
