@@ -26,7 +26,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility \
-    UNDERSTUDY_RUN_DIR=/tmp/understudy
+    UNDERSTUDY_RUN_DIR=/tmp/understudy \
+    CUDA_CACHE_PATH=/var/cache/understudy/cuda
 
 # timm needs torchvision, whose wheels only load beside the torch build they were made for: the pair first.
 RUN pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}" "torchvision==${TORCHVISION_VERSION}" \
@@ -47,7 +48,11 @@ COPY worker worker
 COPY cli cli
 COPY migrations migrations
 COPY alembic.ini ./
-RUN pip install --no-deps -e . && useradd --create-home --uid 10001 understudy
+# The driver's compute cache: code the GPU's libraries compile at run time (cuDNN's depthwise convolutions' plans,
+# for one). Kept on a volume (docker-compose.yml), a worker that starts again finds it and warms up in half the time
+# (benchmarks/cli/README.md); the directory belongs to the worker's user, and a new volume takes it from the image.
+RUN pip install --no-deps -e . && useradd --create-home --uid 10001 understudy \
+    && mkdir -p /var/cache/understudy/cuda && chown -R 10001 /var/cache/understudy
 USER 10001
 
 # The worker's health: its hosts row is fresh and it holds its GPU's lock (UNDERSTUDY_WORKER_GPU names the GPU).

