@@ -12,7 +12,8 @@
 # with the search and on mobilenetv3_large's training (results/slow-workloads.json): without the search, with and
 # without cuDNN's heuristic mode B (TORCH_CUDNN_USE_HEURISTIC_MODE_B=1), then with the search under mode B, then
 # without the search again in a process that finds the first one's driver compute cache (`heuristic off off-modeb`:
-# only those runs).
+# only those runs); `... cache` times five new depthwise workloads without the search in a process with an empty
+# driver compute cache, and in one with a cache the slow workloads filled in a process before.
 set -u
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1
@@ -74,5 +75,15 @@ case "${1:-}" in
         2> "$OUT/heuristic-$name.txt"
       echo "heuristic $name rc=$?"; grep '^{' "$OUT/heuristic-$name.txt" | cut -c1-200
     done ;;
-  *) echo "usage: $0 screen|cudnn|nosearch|prewarm|prewarm-nosearch|new|heuristic" >&2; exit 2 ;;
+  cache)
+    # Without the search: five depthwise training workloads the other lists lack (results/depthwise-workloads.json),
+    # in a process with an empty driver compute cache, then in one whose cache the slow workloads filled first.
+    filled=$(mktemp -d)
+    for run in fresh:depthwise:$(mktemp -d) fill:slow:$filled filled:depthwise:$filled; do
+      name=${run%%:*} rest=${run#*:} list=${rest%%:*} cache=${rest#*:}
+      CUDA_CACHE_PATH=$cache UNDERSTUDY_CUDNN_BENCHMARK=0 timeout 110 python3 -m benchmarks.cli.first_number --child \
+        --workloads "benchmarks/cli/results/$list-workloads.json" > "$OUT/cache-$name.json" 2> "$OUT/cache-$name.txt"
+      echo "cache $name rc=$? cache $(du -sk "$cache" | cut -f1) KiB"; grep '^{' "$OUT/cache-$name.txt" | cut -c1-200
+    done ;;
+  *) echo "usage: $0 screen|cudnn|nosearch|prewarm|prewarm-nosearch|new|heuristic|cache" >&2; exit 2 ;;
 esac
