@@ -113,14 +113,39 @@ def in_count_table(arguments: list[str]) -> bool:
     return shipped_counts(workload) is not None
 
 
-def worker_child(workloads: list[dict[str, Any]]) -> dict[str, Any]:
-    """In a process of its own, as the worker's measuring process: warm up, then one workload after another."""
+def depthwise_warm_up() -> float:
+    """Depthwise convolutions (groups = channels), forward and backward, in the AMP precisions and fp32, with the
+    filters and strides timm's depthwise models use, under the search setting the engine will measure with: whether
+    paying cuDNN's run-time compiled plans for them once, before any workload, spares each new workload its own.
+    Returns its seconds."""
+    import torch
+
+    from understudy.settings import get_settings
+
+    started = time.perf_counter()
+    torch.backends.cudnn.benchmark = get_settings().cudnn_benchmark
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        for size in (3, 5, 7):
+            for stride in (1, 2):
+                x = torch.randn(8, 32, 28, 28, device="cuda", dtype=dtype, requires_grad=True)
+                w = torch.randn(32, 1, size, size, device="cuda", dtype=dtype, requires_grad=True)
+                out = torch.nn.functional.conv2d(x, w, stride=stride, padding=size // 2, groups=32)
+                out.float().sum().backward()
+    torch.cuda.synchronize()
+    return round(time.perf_counter() - started, 3)
+
+
+def worker_child(workloads: list[dict[str, Any]], depthwise: bool = False) -> dict[str, Any]:
+    """In a process of its own, as the worker's measuring process: warm up (with `depthwise`, depthwise_warm_up
+    too), then one workload after another."""
     started = time.perf_counter()
     from understudy.catalog import resolve_target
     from worker.tasks import engine_for, warm_up as warm_measuring_process
 
     warm_measuring_process()
     report: dict[str, Any] = {"warm_up_s": round(time.perf_counter() - started, 3), "workloads": []}
+    if depthwise:
+        report["depthwise_warm_up_s"] = depthwise_warm_up()
     targets = [resolve_target(name) for name in FIRST_TARGETS]
     engine = engine_for(0)
     for spec in workloads:
@@ -198,10 +223,12 @@ def main() -> int:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--workloads", type=Path,
                         help="with --child: the workloads to measure, a JSON list (default: the five above)")
+    parser.add_argument("--depthwise-warm-up", action="store_true",
+                        help="with --child: run depthwise convolutions after the warm-up (depthwise_warm_up)")
     args = parser.parse_args()
     if args.child:
         workloads = json.loads(args.workloads.read_text()) if args.workloads else list(WORKER_WORKLOADS)
-        sys.stdout.write("\n" + json.dumps(worker_child(workloads)) + "\n")
+        sys.stdout.write("\n" + json.dumps(worker_child(workloads, args.depthwise_warm_up)) + "\n")
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     settings = [f"{name}={value}" for name, value in sorted(os.environ.items()) if name.startswith("UNDERSTUDY_")]

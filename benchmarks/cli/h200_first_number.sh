@@ -78,11 +78,15 @@ case "${1:-}" in
   cache)
     # Without the search: five depthwise training workloads the other lists lack (results/depthwise-workloads.json),
     # in a process with an empty driver compute cache, then in one whose cache the slow workloads filled first.
+    # fresh-warmed: an empty cache, but depthwise convolutions run after the warm-up (first_number.depthwise_warm_up).
     filled=$(mktemp -d)
-    for run in fresh:depthwise:$(mktemp -d) fill:slow:$filled filled:depthwise:$filled; do
-      name=${run%%:*} rest=${run#*:} list=${rest%%:*} cache=${rest#*:}
-      CUDA_CACHE_PATH=$cache UNDERSTUDY_CUDNN_BENCHMARK=0 timeout 110 python3 -m benchmarks.cli.first_number --child \
-        --workloads "benchmarks/cli/results/$list-workloads.json" > "$OUT/cache-$name.json" 2> "$OUT/cache-$name.txt"
+    for run in fresh:depthwise:$(mktemp -d) fresh-warmed:depthwise:$(mktemp -d) fill:slow:$filled \
+        filled:depthwise:$filled; do
+      name=${run%%:*} rest=${run#*:} list=${rest%%:*} cache=${rest#*:} warm=
+      [ "$name" = fresh-warmed ] && warm=--depthwise-warm-up
+      CUDA_CACHE_PATH=$cache UNDERSTUDY_CUDNN_BENCHMARK=0 timeout 90 python3 -m benchmarks.cli.first_number --child \
+        $warm --workloads "benchmarks/cli/results/$list-workloads.json" > "$OUT/cache-$name.json" \
+        2> "$OUT/cache-$name.txt"
       echo "cache $name rc=$? cache $(du -sk "$cache" | cut -f1) KiB"; grep '^{' "$OUT/cache-$name.txt" | cut -c1-200
     done ;;
   *) echo "usage: $0 screen|cudnn|nosearch|prewarm|prewarm-nosearch|new|heuristic|cache" >&2; exit 2 ;;
