@@ -48,8 +48,8 @@ COPY worker worker
 COPY cli cli
 COPY migrations migrations
 COPY alembic.ini ./
-# The driver's compute cache: code the GPU's libraries compile at run time (cuDNN's depthwise convolutions' plans,
-# for one). Kept on a volume (docker-compose.yml), a worker that starts again finds it and warms up in half the time
+# The driver's compute cache: code the GPU's libraries compile at run time (cuDNN's, for depthwise convolutions).
+# Kept on a volume (docker-compose.yml), a worker that starts again finds it and warms up in half the time
 # (benchmarks/cli/README.md); the directory belongs to the worker's user, and a new volume takes it from the image.
 RUN pip install --no-deps -e . && useradd --create-home --uid 10001 understudy \
     && mkdir -p /var/cache/understudy/cuda && chown -R 10001 /var/cache/understudy

@@ -13,7 +13,8 @@
 # without cuDNN's heuristic mode B (TORCH_CUDNN_USE_HEURISTIC_MODE_B=1), then with the search under mode B, then
 # without the search again in a process that finds the first one's driver compute cache (`heuristic off off-modeb`:
 # only those runs); `... cache` times five new depthwise workloads without the search in a process with an empty
-# driver compute cache, and in one with a cache the slow workloads filled in a process before.
+# driver compute cache, in one that also runs small depthwise convolutions after its warm-up, and in one with a cache
+# the slow workloads filled in a process before.
 set -u
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1
