@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from tests.fakes import (
     make_settings,
     write_fake_python,
 )
-from tests.waiting import alive
+from tests.waiting import alive, wait_for
 
 from understudy.results import HostSetting
 from understudy.workload import Workload
@@ -218,10 +217,7 @@ def test_mps_child_past_the_job_timeout_fails_and_everything_is_released(
     assert control.commands() == ["start", "quit"]
     assert nvml.events == [("lock", 1770), ("reset",)]
     grandchild = int((tmp_path / "grandchild.pid").read_text())
-    deadline = time.monotonic() + 5
-    while alive(grandchild) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(grandchild)
+    wait_for(lambda: not alive(grandchild), 5, "the MPS child's grandchild to end")
 
 
 @pytest.mark.parametrize("error", [RuntimeError("broken pipe"), KeyboardInterrupt()])

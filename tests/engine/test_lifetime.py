@@ -5,12 +5,11 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.waiting import alive
+from tests.waiting import alive, wait_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 
@@ -42,10 +41,7 @@ def test_a_tied_child_dies_when_its_parent_is_killed() -> None:
     parent.send_signal(signal.SIGKILL)
     parent.wait()
 
-    deadline = time.monotonic() + 10
-    while alive(child_pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(child_pid)
+    wait_for(lambda: not alive(child_pid), 10, "the tied child to die with its parent")
 
 
 def test_a_child_whose_parent_is_already_gone_exits_at_once() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from tests.fakes import FakeMpsControl, FakeNvml, child_log, done_measurement, write_fake_python
-from tests.waiting import alive
+from tests.waiting import alive, wait_for
 
 from understudy.errors import RestrictionError
 from engine import restrict
@@ -276,10 +276,7 @@ def test_mps_child_past_its_timeout_is_killed_with_its_process_group(tmp_path: P
     assert result.status == "failed"
     assert result.error == "MPS child exceeded its 1 s limit"
     grandchild = int((tmp_path / "grandchild.pid").read_text())
-    deadline = time.monotonic() + 5
-    while alive(grandchild) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(grandchild)
+    wait_for(lambda: not alive(grandchild), 5, "the MPS child's grandchild to end")
 
 
 def test_mps_child_that_crashes_is_a_failed_measurement_with_its_last_words(tmp_path: Path,
