@@ -1,6 +1,8 @@
 """Which ops make a workload's first step slow on a fresh GPU host: one step profiled (CPU side), then a second.
 
-    CUDA_CACHE_PATH=$(mktemp -d) python3 -m benchmarks.cli.first_step_ops convnext_tiny train 64 [--search]
+    CUDA_CACHE_PATH=$(mktemp -d) python3 -m benchmarks.cli.first_step_ops convnext_tiny train 64 [--search] [--no-cudnn]
+
+--no-cudnn runs the step on PyTorch's own convolution kernels: what the first step costs when no cuDNN plan is built.
 """
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ def main() -> None:
     from understudy.workload import Workload
 
     torch.backends.cudnn.benchmark = "--search" in sys.argv
+    torch.backends.cudnn.enabled = "--no-cudnn" not in sys.argv
     workload = Workload(model=model, mode=mode, batch_size=batch)  # type: ignore[arg-type]
     torch.cuda.init()
+    print(f"{model} {mode} {batch}: cuDNN {torch.backends.cudnn.version() if torch.backends.cudnn.enabled else 'off'}",
+          flush=True)
     print(f"imports and CUDA init {time.perf_counter() - started:.2f} s", flush=True)
     t = time.perf_counter()
     step = make_step(workload, torch.device("cuda", 0), graph_safe=True)

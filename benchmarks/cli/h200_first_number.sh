@@ -14,7 +14,9 @@
 # without the search again in a process that finds the first one's driver compute cache (`heuristic off off-modeb`:
 # only those runs); `... cache` times five new depthwise workloads without the search in a process with an empty
 # driver compute cache, in one that also runs small depthwise convolutions after its warm-up, and in one with a cache
-# the slow workloads filled in a process before.
+# the slow workloads filled in a process before; `... firststep` profiles the first training step of three of those
+# depthwise workloads (first_step_ops.py) without the search, with cuDNN and with PyTorch's own convolution kernels,
+# each in a fresh process with an empty driver compute cache.
 set -u
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1
@@ -90,5 +92,14 @@ case "${1:-}" in
         2> "$OUT/cache-$name.txt"
       echo "cache $name rc=$? cache $(du -sk "$cache" | cut -f1) KiB"; grep '^{' "$OUT/cache-$name.txt" | cut -c1-200
     done ;;
-  *) echo "usage: $0 screen|cudnn|nosearch|prewarm|prewarm-nosearch|new|heuristic|cache" >&2; exit 2 ;;
+  firststep)
+    for model in efficientnet_b0 mixnet_s ghostnet_100; do
+      for cudnn in "" --no-cudnn; do
+        CUDA_CACHE_PATH=$(mktemp -d) timeout 90 python3 -m benchmarks.cli.first_step_ops $model train 64 $cudnn \
+          >> "$OUT/first-step-depthwise.txt" 2>&1
+        echo "firststep $model ${cudnn:-cudnn} rc=$?"
+      done
+    done
+    grep -E "cuDNN|^build|first step|^step|convolution" "$OUT/first-step-depthwise.txt" ;;
+  *) echo "usage: $0 screen|cudnn|nosearch|prewarm|prewarm-nosearch|new|heuristic|cache|firststep" >&2; exit 2 ;;
 esac
