@@ -8,7 +8,7 @@ workload that fails the check is left out, and is counted as before. The step's 
 of the trace's live bytes over time, each of them affine in the batch; the table keeps the few of those lines that
 are the largest at some batch size from 2 to 4096.
 
-The table holds amp-fp16 steps in NCHW and in channels-last, fp32 steps in NCHW, and amp-bf16 ones where they differ
+The table holds amp-fp16 and fp32 steps in NCHW and in channels-last, and amp-bf16 ones where they differ
 from amp-fp16 (thin grouped convolutions, a softmax into fp32: `bf16_twin`); any other amp-bf16 step launches its
 amp-fp16 twin's kernels, and is read from the twin's entry (of the same memory format). An fp32 step is not read
 from another: its bytes and the kernels its matmuls and convolutions run on are its own. Counts depend on timm's

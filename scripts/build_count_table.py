@@ -1,9 +1,9 @@
 """Make engine/data/count-table.zip: every model's default workload (training and inference; amp-fp16, NCHW, SGD) at
 224 px and at the model's own input size (timm's pretrained configuration; that one alone for a model that takes no
-other), the same in channels-last and in fp32 (NCHW), counted on the meta device at two batch sizes and checked at a
-third (engine.count_table); then, in amp-bf16, the families whose amp-bf16 step counts otherwise than their amp-fp16
-one (thin grouped convolutions, a softmax into fp32: engine.count_table.bf16_counts_apart; the others are read from
-their amp-fp16 entry).
+other), the same in channels-last, and both formats in fp32, counted on the meta device at two batch sizes and
+checked at a third (engine.count_table); then, in amp-bf16, the families whose amp-bf16 step counts otherwise than
+their amp-fp16 one (thin grouped convolutions, a softmax into fp32: engine.count_table.bf16_counts_apart; the others
+are read from their amp-fp16 entry).
 
     .venv/bin/python scripts/build_count_table.py --processes 2
     .venv/bin/python scripts/build_count_table.py --processes 2 --from-table engine/data/count-table.zip
@@ -127,7 +127,7 @@ def main() -> None:
         done[_family(row)] = row
     fp16: list[Family] = [(model, mode, resolution, "amp-fp16", memory_format) for memory_format in FORMATS
                           for model in models for resolution in resolutions(model) for mode in MODES]
-    wanted = fp16 + [(*family[:3], "fp32", "nchw") for family in fp16 if family[4] == "nchw"]
+    wanted = fp16 + [(*family[:3], "fp32", family[4]) for family in fp16]
     _count_all([family for family in wanted if family not in done], done, args.progress, args.processes)
     # Only the families whose amp-bf16 step launches other kernels than their amp-fp16 one need a count.
     wanted += [(*family[:3], "amp-bf16", family[4]) for family in fp16

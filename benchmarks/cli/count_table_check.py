@@ -10,6 +10,8 @@ batch size, read from the table and traced with this machine's torch and timm, c
         --out benchmarks/cli/results/count-table-check-nhwc.json
     .venv/bin/python -m benchmarks.cli.count_table_check --precision amp-bf16 --memory-format nhwc --sample 40 \
         --out benchmarks/cli/results/count-table-check-bf16-nhwc.json
+    .venv/bin/python -m benchmarks.cli.count_table_check --precision fp32 --memory-format nhwc --sample 40 \
+        --out benchmarks/cli/results/count-table-check-fp32-nhwc.json
 
 `--models FILE` samples the families of those models alone (the ones a change to the trace touched, say).
 
