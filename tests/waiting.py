@@ -7,11 +7,16 @@ from pathlib import Path
 from typing import Any
 
 
-def wait_for(condition: Any, timeout_s: float, what: str, interval_s: float = 0.05) -> Any:
-    """condition()'s first truthy value, polled every interval_s; AssertionError naming `what` after timeout_s."""
+def wait_for(condition: Any, timeout_s: float, what: str, interval_s: float = 0.05,
+             tolerate: tuple[type[BaseException], ...] = ()) -> Any:
+    """condition()'s first truthy value, polled every interval_s; AssertionError naming `what` after timeout_s. A
+    condition that raises one of `tolerate` is not true yet."""
     deadline = time.monotonic() + timeout_s
     while True:
-        value = condition()
+        try:
+            value = condition()
+        except tolerate:
+            value = None
         if value:
             return value
         if time.monotonic() > deadline:

@@ -6,14 +6,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
-from tests import live_service
+from tests import live_service, waiting
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -32,17 +31,9 @@ FAST_RECONCILE = {"UNDERSTUDY_RECONCILE_INTERVAL_S": "1", "UNDERSTUDY_RECONCILE_
 
 
 def wait_for(condition: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            value = condition()
-        except Exception:  # noqa: BLE001 - a store that is coming back raises for a while
-            value = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
-        time.sleep(poll_s)
+    """tests.waiting.wait_for, where a condition that raises is not true yet: a store that is coming back raises for
+    a while."""
+    return waiting.wait_for(condition, timeout_s, what, interval_s=poll_s, tolerate=(Exception,))
 
 
 def start_worker(*args: str, env: dict[str, str] | None = None, paths: tuple[Path, ...] = ()) -> subprocess.Popen:

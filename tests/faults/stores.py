@@ -15,10 +15,10 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.waiting import wait_for
 
 
 def free_port() -> int:
@@ -33,14 +33,6 @@ def _postgres_bin(name: str) -> str:
     if found is None:
         raise RuntimeError(f"PostgreSQL's {name} is not installed (apt-get install postgresql)")
     return found
-
-
-def _wait(condition: Callable[[], object], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout_s:g} s waiting for {what}")
-        time.sleep(0.05)
 
 
 @dataclass
@@ -86,11 +78,11 @@ class PrivatePostgres:
                             options, "-w", "start")
         if started.returncode != 0:
             raise RuntimeError(f"pg_ctl start failed: {started.stderr}{started.stdout}")
-        _wait(self.answers, 60, "the private PostgreSQL to answer")
+        wait_for(self.answers, 60, "the private PostgreSQL to answer")
 
     def stop(self) -> None:
         self._run(_postgres_bin("pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
-        _wait(lambda: not self.answers(), 30, "the private PostgreSQL to stop")
+        wait_for(lambda: not self.answers(), 30, "the private PostgreSQL to stop")
 
 
 @dataclass
@@ -114,12 +106,12 @@ class PrivateRedis:
             subprocess.run(["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", str(self.port),
                             "--save", "", "--appendonly", "no", "--dir", str(self.folder),
                             "--logfile", str(self.folder / "redis.log")], capture_output=True, timeout=30)
-        _wait(self.answers, 30, "the private Redis to answer")
+        wait_for(self.answers, 30, "the private Redis to answer")
 
     def stop(self) -> None:
         """Shut down without saving: everything in it is lost, as in a crash."""
         self._cli("shutdown", "nosave")
-        _wait(lambda: not self.answers(), 10, "the private Redis to stop")
+        wait_for(lambda: not self.answers(), 10, "the private Redis to stop")
 
 
 @dataclass

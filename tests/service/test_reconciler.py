@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import time
-
 from sqlalchemy import update
 from sqlalchemy.orm import Session
+from tests.waiting import wait_for
 
 from ledger.dispatch import reconcile
 from ledger.models import Prediction
 
-from .helpers import predict_body, queued_job_count, run_queued_jobs
+from .helpers import predict_body, queued_job_count, run_queued_jobs, service_environment
 
 
 def set_rows(db, **values) -> None:
@@ -109,26 +108,16 @@ def test_two_reconcilers_at_once_queue_a_lost_row_once(client, auth, redis, db, 
     assert queued_job_count(redis) == sum(len(report.jobs) for report in reports)
 
 
-def test_the_api_re_queues_lost_rows_on_its_own(app, auth, redis, monkeypatch):
+def test_the_api_re_queues_lost_rows_on_its_own(app, auth, redis):
     from fastapi.testclient import TestClient
 
-    from understudy.settings import get_settings
-
-    monkeypatch.setenv("UNDERSTUDY_RECONCILE_INTERVAL_S", "0.2")
-    monkeypatch.setenv("UNDERSTUDY_RECONCILE_GRACE_S", "0")
-    get_settings.cache_clear()
-    try:
+    with service_environment({"UNDERSTUDY_RECONCILE_INTERVAL_S": "0.2", "UNDERSTUDY_RECONCILE_GRACE_S": "0"}):
         with TestClient(app) as client:
             created = client.post("/v1/predictions", json=predict_body(), headers=auth)
             redis.flushdb()
-            deadline = time.monotonic() + 10
-            while queued_job_count(redis) == 0 and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_for(lambda: queued_job_count(redis), 10, "the reconciler to queue the lost row again")
             run_queued_jobs(redis)
             prediction = client.get(f"/v1/predictions/{created.json()['data'][0]['id']}").json()
-    finally:
-        monkeypatch.undo()
-        get_settings.cache_clear()
 
     assert prediction["status"] == "done"
 
