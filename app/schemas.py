@@ -206,9 +206,9 @@ class PredictionPublic(BaseModel):
                 "target_id": "rtx-3090", "target_name": "GeForce RTX 3090", "estimator": "analytic",
                 "estimator_version": "1",
                 "latency": {"min_ms": 112.4, "median_ms": 112.4, "spread_ms": 0.0}, "samples_per_s": 569.4,
-                "interval_ms": [91.7, 137.8], "coverage": 0.8,
-                "band": {"model": "3", "basis": "analytic train, Ampere (seen in development), at full power, 0% on "
-                                                "FP32 lanes", "multipliers": [0.816, 1.226]},
+                "interval_ms": [89.0, 141.9], "coverage": 0.8,
+                "band": {"model": "4", "basis": "analytic train, Ampere (seen in development), at full power, 0% in "
+                                                "plain-lane convolutions", "multipliers": [0.792, 1.263]},
                 "memory": {"verdict": "fits", "peak_gb": 12.8, "low_gb": 11.5, "high_gb": 14.1, "capacity_gb": 24.0,
                            "parts_gb": {"weights": 0.2, "optimizer": 0.1, "activations": 11.5, "overhead": 1.0},
                            "summary": "fits 12.8 GB"},

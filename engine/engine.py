@@ -49,11 +49,11 @@ def distinct_settings(plans: Iterable[HostSetting | None]) -> list[tuple[HostSet
 
 
 def prediction_band(estimator: str, workload: Workload, target: TargetSpec, estimate: Estimate) -> ErrorBand | None:
-    """The error band of a done estimate (understudy.bands), from its SIMT (FP32-lane) share where it has one and
-    whether the workload is compiled."""
-    shares = estimate.details.get("class_shares") or {}
+    """The error band of a done estimate (understudy.bands), from its share in plain-lane convolutions where it has
+    one and whether the workload is compiled."""
     model = band_model()
-    return model.band(model.features(estimator, workload.mode, target, shares.get("simt"), workload.compile))
+    return model.band(model.features(estimator, workload.mode, target, estimate.details.get("convolution_share"),
+                                     workload.compile))
 
 
 class Engine:

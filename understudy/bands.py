@@ -8,20 +8,22 @@ is known before anything is measured on the target:
 - whether the target's architecture was seen in development (a chip family no ground truth covers: Volta, Turing,
   Blackwell) and whether it runs power-limited (its sustained clock well below its boost clock, as every part
   whose power budget per SM is below its chip's best-supplied one: an A10, a laptop part, a Max-Q card);
-- the SIMT share: the share of the predicted step spent on the plain FP32 (SIMT) lanes, depthwise and grouped
-  convolutions and FP32 matmuls (the roofline's `simt` class, or hostaware's blend of it): the development rows'
-  errors grow with it, the more of a step on those lanes the less surely it is carried from one card to another.
+- the convolution share: the share of the target roofline's step in plain-lane convolutions, depthwise and thin
+  grouped ones (engine.estimators.roofline.PLAIN_LANE_CONVOLUTIONS): the development rows' errors grow with it, the
+  more of a step in those kernels the less surely it is carried from one card to another. An fp32 step's GEMMs run
+  on the same FP32 lanes but are priced as surely as tensor-core work, so they do not count.
 
-log(scale) is linear in those (a step whose SIMT share is not known counts as a quarter on the FP32 lanes, more than
-nine development steps in ten spend there: not knowing a step's split must not narrow its band); the center is linear
-in the same terms, and the shipped model centres every band on the prediction (0: a development GPU's own bias is no
-guide to the next GPU's), with z's quantiles symmetric about 0 for the estimators that choose constants (the sign of
-a development GPU's errors is its bias too). benchmarks/accuracy/bands.py fits the model to the estimators'
-leave-one-GPU-out residuals (each development GPU predicted with constants chosen without it) and checks the band on
-GPUs it was not fitted on; it writes understudy/data/error_bands.json, which this module reads. A band at coverage c is
-[predicted x exp(center + scale x z((1-c)/2)), predicted x exp(center + scale x z((1+c)/2))]: the measured time falls
-inside it for about c of the workloads. A compiled workload's (torch.compile) scale is multiplied by its estimator's
-compiled_widening: compiled ground truth is one GPU's, so that is fitted on its rows rather than left out GPU by GPU.
+log(scale) is linear in those (a step whose convolution share is not known counts as a quarter in those kernels,
+more than nine development steps in ten spend less there: not knowing a step's split must not narrow its band); the
+center is linear in the same terms, and the shipped model centres every band on the prediction (0: a development
+GPU's own bias is no guide to the next GPU's), with z's quantiles symmetric about 0 for the estimators that choose
+constants (the sign of a development GPU's errors is its bias too). benchmarks/accuracy/bands.py fits the model to
+the estimators' leave-one-GPU-out residuals (each development GPU predicted with constants chosen without it) and
+checks the band on GPUs it was not fitted on; it writes understudy/data/error_bands.json, which this module reads. A
+band at coverage c is [predicted x exp(center + scale x z((1-c)/2)), predicted x exp(center + scale x z((1+c)/2))]:
+the measured time falls inside it for about c of the workloads. A compiled workload's (torch.compile) scale is
+multiplied by its estimator's compiled_widening: compiled ground truth is one GPU's, so that is fitted on its rows
+rather than left out GPU by GPU.
 
 A calibrated prediction (a correction fitted to the target's own measured times) narrows its base's band by the
 shares the same benchmark measured on calibrated held-out rows. A memory verdict's margin (MemoryMargin) comes with
@@ -44,9 +46,9 @@ DEFAULT_COVERAGE = 0.8
 # The coverages a band can be asked at: beyond them the shipped quantiles rest on a handful of rows.
 MIN_COVERAGE, MAX_COVERAGE = 0.5, 0.95
 
-Term = Literal["intercept", "train", "simt_share", "unseen_architecture", "power_limited"]
-# The SIMT share a step whose split by kernel class is unknown counts as having.
-UNKNOWN_SIMT_SHARE = 0.25
+Term = Literal["intercept", "train", "convolution_share", "unseen_architecture", "power_limited"]
+# The convolution share a step whose split by kernel kind is unknown counts as having.
+UNKNOWN_CONVOLUTION_SHARE = 0.25
 
 
 class BandFeatures(BaseModel):
@@ -58,8 +60,9 @@ class BandFeatures(BaseModel):
     mode: Literal["train", "infer"]
     architecture: str = "unknown"
     power_limited: bool = False
-    simt_share: float | None = Field(default=None, ge=0, le=1,
-                                     description="the share of the predicted step on the FP32 (SIMT) lanes")
+    convolution_share: float | None = Field(default=None, ge=0, le=1,
+                                            description="the share of the predicted step in plain-lane (depthwise "
+                                                        "and grouped) convolutions")
     compiled: bool = Field(default=False, description="the workload is the model compiled with torch.compile")
 
 
@@ -168,7 +171,8 @@ class BandModel(BaseModel):
         return {
             "intercept": 1.0,
             "train": float(features.mode == "train"),
-            "simt_share": features.simt_share if features.simt_share is not None else UNKNOWN_SIMT_SHARE,
+            "convolution_share": (features.convolution_share if features.convolution_share is not None
+                                  else UNKNOWN_CONVOLUTION_SHARE),
             "unseen_architecture": float(features.architecture not in self.seen_architectures),
             "power_limited": float(features.power_limited),
         }
@@ -178,9 +182,10 @@ class BandModel(BaseModel):
         return target.sustained_clock() < self.power_limited_below * target.boost_clock_mhz
 
     def features(self, estimator: str, mode: Literal["train", "infer"], target: TargetSpec,
-                 simt_share: float | None, compiled: bool = False) -> BandFeatures:
+                 convolution_share: float | None, compiled: bool = False) -> BandFeatures:
         return BandFeatures(estimator=estimator, mode=mode, architecture=target.architecture,
-                            power_limited=self.power_limited(target), simt_share=simt_share, compiled=compiled)
+                            power_limited=self.power_limited(target), convolution_share=convolution_share,
+                            compiled=compiled)
 
     def memory_band(self, peak_gb: float, mode: Literal["train", "infer"]) -> tuple[float, float]:
         """(low, high) GiB a step predicted to peak at `peak_gb` may really take."""
@@ -192,8 +197,8 @@ def _basis(features: BandFeatures, model: BandModel) -> str:
     seen = "seen" if features.architecture in model.seen_architectures else "not seen"
     parts = [f"{features.estimator} {features.mode}", f"{features.architecture} ({seen} in development)",
              "power-limited" if features.power_limited else "at full power"]
-    if features.simt_share is not None:
-        parts.append(f"{features.simt_share:.0%} on FP32 lanes")
+    if features.convolution_share is not None:
+        parts.append(f"{features.convolution_share:.0%} in plain-lane convolutions")
     if features.compiled:
         parts.append("compiled")
     return ", ".join(parts)

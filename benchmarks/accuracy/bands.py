@@ -18,7 +18,8 @@ The residuals, e = log(measured / predicted), one per row, each predicted as fit
 with the constants chosen without the row's GPU (the RTX 3090's rows, timm's and Lambda's, with those chosen on the
 RTX 4090, and the other way round; the Lambda GPUs no fit saw with those chosen on every timm row). Each carries
 what the band may use: the estimator, the mode, the target's architecture, whether it is power-limited, and the
-predicted step's SIMT share (the share of its predicted time on the FP32 lanes, the `simt` class). A Lambda row is an
+predicted step's convolution share (the share of the target roofline's time in depthwise and grouped convolutions,
+roofline.PLAIN_LANE_CONVOLUTIONS). A Lambda row is an
 absolute residual here (another harness's training step is a workload a user may run too) and also carries its
 ratio's residual to the same harness's RTX 3090 row, which the check scores. For analytic the H200's own rows
 (--host-rows, predicted with the constants chosen on the timm rows alone) are a third development GPU: its training
@@ -71,9 +72,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from compile_ratio import measured
-from fit_constants import REFERENCE, Priced, Sample, load_samples, predict_with_shares, shipped
+from fit_constants import REFERENCE, Priced, Sample, constants_of, load_samples, predict, shipped
 from engine.estimators import get_estimator
-from engine.estimators.hostaware import CLASSES
 from engine.measurement_log import MeasurementLog
 from evaluation.evaluate import read_rows
 from understudy.catalog import catalog
@@ -82,19 +82,17 @@ from understudy.workload import workload_from_row
 from understudy.bands import (DEFAULT_COVERAGE, QUANTILE_LEVELS, BandModel, CalibrationShares,
                               EstimatorBand, MemoryMargin, Term)
 
-VERSION = "3"
+VERSION = "4"
 # Chip families with ground truth in development: the timm files' GeForce cards and the H200 host.
 SEEN_ARCHITECTURES = ("Ampere", "Ada Lovelace", "Hopper")
 # Under this share of its boost clock a target holds under load, it is power-limited (the RTX 3090, the fastest
 # development card below its boost clock, holds 0.97 of it; the A100 PCIe 80 GB, the least limited of Lambda's
 # power-limited cards, 0.86).
 POWER_LIMITED_BELOW = 0.95
-TERMS: tuple[Term, ...] = ("intercept", "train", "simt_share", "unseen_architecture", "power_limited")
+TERMS: tuple[Term, ...] = ("intercept", "train", "convolution_share", "unseen_architecture", "power_limited")
 CHECKED_COVERAGE = DEFAULT_COVERAGE
 # Which fold of a --logo report's constants predicts a row (fit_constants.logo's protocol).
 FOLD_OF_TARGET = {REFERENCE: "chosen_on_rtx4090", "GeForce RTX 4090": "chosen_on_rtx3090"}
-# Where predict_with_shares puts the FP32-lane (SIMT) class's share: the band's simt_share.
-SIMT = CLASSES.index("simt")
 # The estimators whose standardized errors are shipped symmetric about 0 (see fit_band).
 SYMMETRIC = ("analytic", "hostaware")
 # The check's group of the timm files' and Lambda's rows together.
@@ -110,8 +108,8 @@ def residuals(kind: str, samples: list[Sample], folds: dict[str, dict[str, float
     lambda_rows = [s for s in samples if s.lambda_row]
     priced: dict[str, dict[int, tuple[float, float]]] = {}
     for fold in ("chosen_on_rtx3090", "chosen_on_rtx4090", "chosen_on_all"):
-        predicted, shares = predict_with_shares(kind, Priced(lambda_rows), {**shipped(kind), **folds[fold]})
-        priced[fold] = {id(s): (float(p), float(share[SIMT]))
+        predicted, shares = priced_with_shares(kind, Priced(lambda_rows), {**shipped(kind), **folds[fold]})
+        priced[fold] = {id(s): (float(p), float(share))
                         for s, p, share in zip(lambda_rows, predicted, shares, strict=True)}
     reference = {(s.row["precision"], fold): priced[fold][id(s)][0] / s.measured_ms
                  for s in lambda_rows if s.row["target"] == REFERENCE for fold in priced}
@@ -123,9 +121,9 @@ def residuals(kind: str, samples: list[Sample], folds: dict[str, dict[str, float
             groups[FOLD_OF_TARGET[sample.row["target"]]].append(sample)
     out = []
     for fold, members in groups.items():
-        predicted, shares = predict_with_shares(kind, Priced(members), {**shipped(kind), **folds[fold]})
+        predicted, shares = priced_with_shares(kind, Priced(members), {**shipped(kind), **folds[fold]})
         for sample, p, share in zip(members, predicted, shares, strict=True):
-            out.append(_row(kind, model, sample, math.log(sample.measured_ms / float(p)), float(share[SIMT]),
+            out.append(_row(kind, model, sample, math.log(sample.measured_ms / float(p)), float(share),
                             sample.row["file"].removesuffix(".csv")))
     for sample in lambda_rows:
         target = sample.row["target"]
@@ -140,15 +138,22 @@ def residuals(kind: str, samples: list[Sample], folds: dict[str, dict[str, float
     return out
 
 
-def _row(kind: str, model: BandModel, sample: Sample, error: float, simt_share: float,
+def priced_with_shares(kind: str, priced: Priced, values: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted ms per sample, and each one's convolution share (the target roofline's, as the estimators give
+    it: analytic's with its own L2 reuse, hostaware's with the blend's)."""
+    eff, constants = constants_of(kind, values)
+    return predict(kind, priced, values), priced.convolution_share(eff, constants.reuse if constants else None)
+
+
+def _row(kind: str, model: BandModel, sample: Sample, error: float, convolution_share: float,
          group: str) -> dict[str, Any]:
     return {"group": group, "gpu": sample.row["target"], "precision": sample.row["precision"], "e": error,
-            "features": model.features(kind, sample.workload.mode, sample.target, simt_share)}
+            "features": model.features(kind, sample.workload.mode, sample.target, convolution_share)}
 
 
 def report_residuals(kind: str, path: Path, model: BandModel) -> list[dict[str, Any]]:
     """The residuals of an estimator with no constants (the paper's spec and flops), from the replayed report's rows
-    (report/rows.csv): nothing was chosen on them, so every row is held out. Their SIMT share is unknown."""
+    (report/rows.csv): nothing was chosen on them, so every row is held out. Their convolution share is unknown."""
     out = []
     with path.open(newline="") as handle:
         for row in csv.DictReader(handle):
@@ -321,7 +326,7 @@ def compiled_residuals(kind: str, truth_path: Path, logs: list[Path], sample: in
         estimate = estimator.estimate(workload, target, host, measurement)
         if not estimate.latency_ms:
             continue
-        share = (estimate.details.get("class_shares") or {}).get("simt")
+        share = estimate.details.get("convolution_share")
         out.append({"group": "compiled", "gpu": row["target"], "precision": row["precision"],
                     "e": math.log(float(row["latency_ms"]) / estimate.latency_ms),
                     "features": model.features(kind, workload.mode, target, share, compiled=True)})

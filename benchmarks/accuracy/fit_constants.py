@@ -46,7 +46,7 @@ from engine.counts import KINDS, WorkloadCounts
 from engine.estimators.analytic import EFFICIENCY
 from engine.estimators.base import host_spec
 from engine.estimators.hostaware import CLASSES, CONSTANTS, HostAwareConstants
-from engine.estimators.roofline import CLASS_OF_KIND, Efficiency, L2Reuse
+from engine.estimators.roofline import CLASS_OF_KIND, PLAIN_LANE_CONVOLUTIONS, Efficiency, L2Reuse
 from evaluation.evaluate import read_rows
 from engine.measurement_log import MeasurementLog
 
@@ -58,9 +58,11 @@ HOSTAWARE = (*ROOFLINE, "roofline_weight", "l2_fraction", "l2_usable")
 HOSTAWARE_HELD = {"l2_fraction": 1.0, "l2_usable": 0.5}
 # Which analytic constants each fold of a hostaware --logo fit holds.
 ANALYTIC_FOLD = {"on_3090": "chosen_on_rtx3090", "on_4090": "chosen_on_rtx4090", "on_all": "chosen_on_all"}
-# Kinds as codes in engine.counting's order, and the class the roofline puts each in
+# Kinds as codes in engine.counting's order, the class the roofline puts each in, and the plain-lane convolutions'
+# codes (the error band's convolution share)
 KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
 CLASS_CODE = np.array([CLASSES.index(CLASS_OF_KIND[kind]) for kind in KINDS])
+CONVOLUTION_CODES = [KIND_CODE[kind] for kind in PLAIN_LANE_CONVOLUTIONS]
 REFERENCE = "GeForce RTX 3090"
 # Efficiencies that are a share of a unit's peak: a fit may not take them past it (a fold with few rows of a kind,
 # such as fp32 matmuls under AMP, otherwise wanders there).
@@ -205,6 +207,18 @@ class Priced:
 
     def roofline(self, eff: Efficiency, reuse: L2Reuse | None) -> np.ndarray:
         """Milliseconds per sample and class (n x 3)."""
+        cells = np.bincount(self.index * 3 + CLASS_CODE[self.kind], self._op_ms(eff, reuse), minlength=self.n * 3)
+        return cells.reshape(self.n, 3)
+
+    def convolution_share(self, eff: Efficiency, reuse: L2Reuse | None) -> np.ndarray:
+        """Each sample's share of its roofline milliseconds in plain-lane convolutions (roofline.convolution_share)."""
+        op_ms = self._op_ms(eff, reuse)
+        total = np.bincount(self.index, op_ms, minlength=self.n)
+        convolutions = np.bincount(self.index, op_ms * np.isin(self.kind, CONVOLUTION_CODES), minlength=self.n)
+        return convolutions / np.maximum(total, 1e-12)
+
+    def _op_ms(self, eff: Efficiency, reuse: L2Reuse | None) -> np.ndarray:
+        """Milliseconds per op, times its number in its sample (engine.estimators.roofline.roofline_kind_ms)."""
         tensor_rate = self.tensor_rate * eff.tensor
         if eff.tensor_flop_per_sm_cycle > 0:
             feed = np.array([eff.tensor_feed(precision) for precision, _ in self.steps])
@@ -230,8 +244,7 @@ class Priced:
                                  np.minimum(bandwidth, self.issue * eff.strided_bytes_per_sm_cycle), bandwidth)
         slower = self._per_op(eff.time_weight)
         seconds = np.maximum(self.flops / rate, moved / bandwidth) * slower + eff.launch_us * 1e-6
-        cells = np.bincount(self.index * 3 + CLASS_CODE[self.kind], seconds * self.number * 1e3, minlength=self.n * 3)
-        return cells.reshape(self.n, 3) * np.where(self.training, eff.training_overhead, 1.0)[:, None]
+        return seconds * self.number * 1e3 * np.where(self.training, eff.training_overhead, 1.0)[self.index]
 
     def on_host(self) -> Priced:
         """The same ops priced on the host GPU (hostaware's class ratios)."""

@@ -13,7 +13,7 @@ from understudy.results import HostInfo, HostSetting, Measurement
 from understudy.workload import Workload
 from engine.count_lookup import counts_for
 from engine.estimators.base import Estimate, Estimator, out_of_memory
-from engine.estimators.roofline import Efficiency, roofline_ms
+from engine.estimators.roofline import Efficiency, by_class, convolution_share, roofline_kind_ms
 
 # Chosen by benchmarks/accuracy/fit_constants.py on every timm row and the H200's own rows (analytic-logo.json,
 # "chosen_on_all"; the H200's rows include development models in fp32 and bf16, h200-precisions.jsonl), with three
@@ -52,9 +52,11 @@ class AnalyticEstimator(Estimator):
                  measurement: Measurement | None) -> Estimate:
         if (oom := out_of_memory(workload, target)) is not None:
             return oom
-        parts = roofline_ms(counts_for(workload), target, workload.precision, EFFICIENCY,
-                            training=workload.mode == "train")
+        kind_ms = roofline_kind_ms(counts_for(workload), target, workload.precision, EFFICIENCY,
+                                   training=workload.mode == "train")
+        parts = by_class(kind_ms)
         total = sum(parts.values())
         return Estimate(latency_ms=total, median_ms=total, spread_ms=0.0,
                         details={"class_ms": {k: round(v, 4) for k, v in parts.items()},
-                                 "class_shares": {k: v / total for k, v in parts.items()} if total > 0 else None})
+                                 "class_shares": {k: v / total for k, v in parts.items()} if total > 0 else None,
+                                 "convolution_share": convolution_share(kind_ms)})

@@ -37,7 +37,8 @@ from engine.count_lookup import counts_for
 from engine.counts import WorkloadCounts
 from engine.estimators.analytic import EFFICIENCY
 from engine.estimators.base import Estimate, Estimator, host_spec, scaled, unusable
-from engine.estimators.roofline import Efficiency, L2Reuse, roofline_ms
+from engine.estimators.roofline import (Efficiency, L2Reuse, by_class, convolution_share, roofline_kind_ms,
+                                        roofline_ms)
 
 
 @dataclass(frozen=True)
@@ -82,22 +83,25 @@ def host_scale(kernel_ms: dict[str, float], ratios: dict[str, float]) -> float:
 def blend_factor(counts: WorkloadCounts, measurement: Measurement, precision: str, target: TargetSpec,
                  host: TargetSpec, constants: HostAwareConstants, efficiency: Efficiency = EFFICIENCY,
                  training: bool = False) -> tuple[float, dict[str, Any]]:
-    """The multiplier from host time to predicted target time, the two estimates it blends, and each kernel
-    class's share of the prediction (the calibration fits one scale per class)."""
+    """The multiplier from host time to predicted target time, the two estimates it blends, each kernel class's
+    share of the prediction (the calibration fits one scale per class) and the target roofline's share in plain-lane
+    convolutions (the error band's)."""
     host_ms = measurement.device_ms
     # The target's roofline is both the class ratios' numerator and the blend's second estimate: priced once.
-    by_class = roofline_ms(counts, target, precision, efficiency, constants.reuse, training)
-    ratios = _ratios(by_class, roofline_ms(counts, host, precision, efficiency, constants.reuse, training))
+    kind_ms = roofline_kind_ms(counts, target, precision, efficiency, constants.reuse, training)
+    on_target = by_class(kind_ms)
+    ratios = _ratios(on_target, roofline_ms(counts, host, precision, efficiency, constants.reuse, training))
     scaled_ms = host_ms * host_scale(measurement.kernel_ms, ratios)
-    roofline = sum(by_class.values())
+    roofline = sum(on_target.values())
     w = constants.roofline_weight
     predicted = scaled_ms ** (1.0 - w) * roofline ** w
     # The prediction is a weighted geometric mean, so scaling one class's time by s moves it by the weighted mean
     # of that class's shares of the two estimates.
     total = sum(measurement.kernel_ms.get(name, 0.0) * ratios[name] for name in CLASSES)
     shares = {name: (1.0 - w) * measurement.kernel_ms.get(name, 0.0) * ratios[name] / total
-              + w * by_class[name] / roofline for name in CLASSES} if total > 0 and roofline > 0 else None
-    return predicted / host_ms, {"host_scaled_ms": scaled_ms, "roofline_ms": roofline, "class_shares": shares}
+              + w * on_target[name] / roofline for name in CLASSES} if total > 0 and roofline > 0 else None
+    return predicted / host_ms, {"host_scaled_ms": scaled_ms, "roofline_ms": roofline, "class_shares": shares,
+                                 "convolution_share": convolution_share(kind_ms)}
 
 
 class HostAwareEstimator(Estimator):

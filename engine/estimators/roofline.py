@@ -28,6 +28,10 @@ from engine.counts import WorkloadCounts
 
 CLASS_OF_KIND = {"tensor": "tensor", "matmul32": "simt", "depthwise": "simt", "grouped": "simt", "memory": "other",
                  "norm": "other", "layout": "other", "strided": "other", "serial": "other", "fused": "other"}
+# The kinds on the plain lanes whose price carries least surely from one card to another: depthwise and thin grouped
+# convolutions reach a small, chip-dependent share of the lanes. An fp32 GEMM, the other plain-lane kind, is
+# compute-bound at a well-known share of peak. The error band widens with their share of a step (convolution_share).
+PLAIN_LANE_CONVOLUTIONS = ("depthwise", "grouped")
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,26 @@ def roofline_ms(counts: WorkloadCounts, gpu: TargetSpec, precision: str, eff: Ef
                 reuse: L2Reuse | None = None, training: bool = False) -> dict[str, float]:
     """Milliseconds per class for one step on `gpu` (a training step if `training`); `reuse`, when given, replaces
     the efficiency's own L2 reuse."""
+    return by_class(roofline_kind_ms(counts, gpu, precision, eff, reuse, training))
+
+
+def by_class(kind_ms: dict[str, float]) -> dict[str, float]:
+    """Milliseconds per class, of milliseconds per kind."""
+    totals = {"tensor": 0.0, "simt": 0.0, "other": 0.0}
+    for kind, value in kind_ms.items():
+        totals[CLASS_OF_KIND[kind]] += value
+    return totals
+
+
+def convolution_share(kind_ms: dict[str, float]) -> float | None:
+    """The share of a step's milliseconds in plain-lane convolutions (PLAIN_LANE_CONVOLUTIONS); None for no time."""
+    total = sum(kind_ms.values())
+    return sum(kind_ms.get(kind, 0.0) for kind in PLAIN_LANE_CONVOLUTIONS) / total if total > 0 else None
+
+
+def roofline_kind_ms(counts: WorkloadCounts, gpu: TargetSpec, precision: str, eff: Efficiency,
+                     reuse: L2Reuse | None = None, training: bool = False) -> dict[str, float]:
+    """Milliseconds per kernel kind (engine.counting's kinds) for one step on `gpu`; see roofline_ms."""
     plain_lanes = gpu.sustained_fp32_tflops() * gpu.fp32_share_beside_int32() * 1e12 * eff.simt
     rate_of_kind = {
         "tensor": eff.tensor_tflops(gpu, precision) * 1e12,
@@ -179,7 +203,7 @@ def roofline_ms(counts: WorkloadCounts, gpu: TargetSpec, precision: str, eff: Ef
     }
     dense, strided = eff.bandwidth_gbps(gpu) * 1e9, eff.bandwidth_gbps(gpu, strided=True) * 1e9
     fused = eff.bandwidth_gbps(gpu, fused=True) * 1e9
-    totals = {"tensor": 0.0, "simt": 0.0, "other": 0.0}
+    totals: dict[str, float] = {}
     if not counts.ops:
         return totals
     kinds = [kind for kind, _, _ in counts.ops]
@@ -194,5 +218,5 @@ def roofline_ms(counts: WorkloadCounts, gpu: TargetSpec, precision: str, eff: Ef
     seconds = np.maximum(compute, moved / bandwidth) * slower + eff.launch_us * 1e-6
     scale = 1e3 * (eff.training_overhead if training else 1.0)
     for kind, value in zip(kinds, seconds.tolist(), strict=True):
-        totals[CLASS_OF_KIND[kind]] += value * scale
+        totals[kind] = totals.get(kind, 0.0) + value * scale
     return totals

@@ -74,16 +74,16 @@ def test_the_band_model_adds_the_log_scale_terms_of_what_it_knows_of_the_predict
         pytest.approx(0.1))
 
 
-def test_the_simt_share_weighs_in_and_an_unknown_one_counts_as_a_quarter(known_model: BandModel) -> None:
+def test_the_convolution_share_weighs_in_and_an_unknown_one_counts_as_a_quarter(known_model: BandModel) -> None:
     fitted = known_model.estimators["analytic"]
     model = known_model.model_copy(update={"estimators": {"analytic": fitted.model_copy(
-        update={"log_scale": {**fitted.log_scale, "simt_share": 2.0}})}})
-    features = BandFeatures(estimator="analytic", mode="infer", architecture="Ampere", simt_share=0.3)
+        update={"log_scale": {**fitted.log_scale, "convolution_share": 2.0}})}})
+    features = BandFeatures(estimator="analytic", mode="infer", architecture="Ampere", convolution_share=0.3)
     band = model.band(features)
     assert band is not None
     assert band.scale == pytest.approx(0.1 * math.exp(2.0 * 0.3))  # 0.1822
-    assert band.basis == "analytic infer, Ampere (seen in development), at full power, 30% on FP32 lanes"
-    unknown = model.band(features.model_copy(update={"simt_share": None}))
+    assert band.basis == "analytic infer, Ampere (seen in development), at full power, 30% in plain-lane convolutions"
+    unknown = model.band(features.model_copy(update={"convolution_share": None}))
     assert unknown is not None and unknown.scale == pytest.approx(0.1 * math.exp(2.0 * 0.25))  # 0.1649
 
 

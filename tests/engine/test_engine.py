@@ -80,10 +80,10 @@ def test_analytic_prediction_is_complete_and_host_independent(cpu_engine: Engine
     assert result.samples_per_s == pytest.approx(32 * 1000 / result.latency_ms)
 
 
-def test_a_done_prediction_carries_the_band_of_its_estimator_mode_target_and_simt_share(cpu_engine: Engine) -> None:
+def test_a_done_prediction_carries_the_band_of_its_mode_target_and_convolution_share(cpu_engine: Engine) -> None:
     [result] = cpu_engine.predict(WORKLOAD, [RTX_3060], "analytic")
     model = band_model()
-    share = result.details["class_shares"]["simt"]
+    share = result.details["convolution_share"]
     assert result.band == model.band(model.features("analytic", "train", RTX_3060, share))
     assert result.band is not None and result.band.basis.startswith("analytic train, Ampere")
 
@@ -92,7 +92,7 @@ def test_a_compiled_workloads_prediction_carries_the_compiled_band(cpu_engine: E
     compiled = WORKLOAD.model_copy(update={"compile": True})
     [result] = cpu_engine.predict(compiled, [RTX_3060], "analytic")
     model = band_model()
-    share = result.details["class_shares"]["simt"]
+    share = result.details["convolution_share"]
     assert result.band == model.band(model.features("analytic", "train", RTX_3060, share, compiled=True))
     assert result.band is not None and result.band.basis.endswith("compiled")
 

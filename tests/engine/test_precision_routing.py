@@ -12,7 +12,7 @@ from understudy.workload import Workload
 # counts_for (count_workload, kept per workload): tests of one workload share one trace of it, across modules.
 from engine.count_lookup import counts_for
 from engine.counts import WorkloadCounts
-from engine.estimators.roofline import Efficiency, roofline_ms
+from engine.estimators.roofline import Efficiency, by_class, convolution_share, roofline_kind_ms, roofline_ms
 
 GPU = TargetSpec(id="g", name="g", sm_count=10, boost_clock_mhz=1000, memory_size_gb=8, memory_bandwidth_gbps=1000,
                  fp32_tflops=10, fp16_tensor_tflops=40, bf16_tensor_tflops=40, tf32_tensor_tflops=20)
@@ -26,6 +26,21 @@ def priced(ops: list[tuple[str, float, float]], precision: str) -> dict[str, flo
 def test_an_fp32_matmul_runs_on_the_plain_lanes_at_gemm_efficiency() -> None:
     # 1 TFLOP at 10 TFLOPS x 0.5 = 200 ms, not the 2,000 ms a depthwise-convolution efficiency would give.
     assert priced([("matmul32", 1e12, 0.0)], "fp32")["simt"] == pytest.approx(200.0)
+
+
+def test_the_convolution_share_counts_depthwise_and_grouped_convolutions_not_fp32_matmuls_on_the_same_lanes() -> None:
+    # 10 GFLOP of fp32 GEMM at 10 TFLOPS x 0.5: 2 ms; 1 GB each of depthwise, grouped and 2 GB of memory-bound
+    # traffic at 1,000 GB/s: 1, 1 and 2 ms. Of 6 ms, 2 are in plain-lane convolutions, 4 on the plain lanes.
+    ops = [("matmul32", 1e10, 0.0), ("depthwise", 0.0, 1e9), ("grouped", 0.0, 1e9), ("memory", 0.0, 2e9)]
+    kind_ms = roofline_kind_ms(WorkloadCounts(ops=ops), GPU, "fp32", EFF)
+    assert kind_ms == {"matmul32": pytest.approx(2.0), "depthwise": pytest.approx(1.0),
+                       "grouped": pytest.approx(1.0), "memory": pytest.approx(2.0)}
+    assert convolution_share(kind_ms) == pytest.approx(1 / 3)
+    assert by_class(kind_ms) == {"tensor": 0.0, "simt": pytest.approx(4.0), "other": pytest.approx(2.0)}
+
+
+def test_a_step_of_no_time_has_no_convolution_share() -> None:
+    assert convolution_share(roofline_kind_ms(WorkloadCounts(ops=[]), GPU, "fp32", EFF)) is None
 
 
 def test_an_fp32_convolution_runs_on_tensor_cores_at_the_tf32_rate() -> None:
