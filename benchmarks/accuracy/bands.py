@@ -108,7 +108,7 @@ def residuals(kind: str, samples: list[Sample], folds: dict[str, dict[str, float
     lambda_rows = [s for s in samples if s.lambda_row]
     priced: dict[str, dict[int, tuple[float, float]]] = {}
     for fold in ("chosen_on_rtx3090", "chosen_on_rtx4090", "chosen_on_all"):
-        predicted, shares = priced_with_shares(kind, Priced(lambda_rows), {**shipped(kind), **folds[fold]})
+        predicted, shares = predict_with_convolution_share(kind, Priced(lambda_rows), {**shipped(kind), **folds[fold]})
         priced[fold] = {id(s): (float(p), float(share))
                         for s, p, share in zip(lambda_rows, predicted, shares, strict=True)}
     reference = {(s.row["precision"], fold): priced[fold][id(s)][0] / s.measured_ms
@@ -121,7 +121,7 @@ def residuals(kind: str, samples: list[Sample], folds: dict[str, dict[str, float
             groups[FOLD_OF_TARGET[sample.row["target"]]].append(sample)
     out = []
     for fold, members in groups.items():
-        predicted, shares = priced_with_shares(kind, Priced(members), {**shipped(kind), **folds[fold]})
+        predicted, shares = predict_with_convolution_share(kind, Priced(members), {**shipped(kind), **folds[fold]})
         for sample, p, share in zip(members, predicted, shares, strict=True):
             out.append(_row(kind, model, sample, math.log(sample.measured_ms / float(p)), float(share),
                             sample.row["file"].removesuffix(".csv")))
@@ -138,7 +138,8 @@ def residuals(kind: str, samples: list[Sample], folds: dict[str, dict[str, float
     return out
 
 
-def priced_with_shares(kind: str, priced: Priced, values: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
+def predict_with_convolution_share(kind: str, priced: Priced,
+                                   values: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
     """Predicted ms per sample, and each one's convolution share (the target roofline's, as the estimators give
     it: analytic's with its own L2 reuse, hostaware's with the blend's)."""
     eff, constants = constants_of(kind, values)
